@@ -1,0 +1,88 @@
+"""Configuration of one evaluation. Field docstrings double as the CLI help text."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    """`$CUDA_AGENT_CACHE`, else `$XDG_CACHE_HOME/cuda-agent`, else `~/.cache/cuda-agent`."""
+    if env := os.environ.get("CUDA_AGENT_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cuda-agent"
+
+
+@dataclass(kw_only=True, slots=True)
+class EvalConfig:
+    device: str = "auto"
+    """Backend: `cuda`, `cpu`, or `auto` (cuda when a GPU is present)."""
+    trials: int = 5
+    """Correctness trials, each with fresh inputs from its own unpredictable seed."""
+    stress_trials: int = 2
+    """Extra trials on signed, scaled inputs beyond the task's distribution (kept where the reference
+    stays finite)."""
+    atol: float = 1e-2
+    """Absolute tolerance of the element-wise comparison."""
+    rtol: float = 1e-2
+    """Relative tolerance of the element-wise comparison."""
+    norm_tol: float | None = None
+    """Bound on ||out - ref|| / ||ref||; default max(atol, rtol). Catches degenerate answers that pass
+    allclose element-wise (all zeros for a softmax over many columns)."""
+    seeds: list[int] | None = None
+    """Seeds to replay a verdict: one per trial, then one per stress trial, then the model-init seed and
+    the timing seed. Default: drawn from the OS's entropy source."""
+    timing: bool = True
+    """Measure eager, torch.compile and the candidate (needed for rewards above 1)."""
+    compile_baseline: bool = True
+    """Measure the torch.compile baseline (default mode)."""
+    timing_budget_s: float = 1.0
+    """Target seconds of timed calls per implementation (split over interleaved rounds)."""
+    timing_rounds: int = 3
+    """Interleaved rounds of eager, compile, candidate."""
+    min_iters: int = 5
+    """Fewest timed calls per implementation."""
+    max_iters: int = 1000
+    """Most timed calls per implementation."""
+    timeout_s: float = 300.0
+    """Wall-clock limit of the whole evaluation after the build."""
+    build_timeout_s: float = 600.0
+    """Wall-clock limit of building the candidate's extension."""
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    """Build cache and compiled extensions, shared by all evaluations."""
+    output_limit: int = 16384
+    """Bytes of the candidate's stdout/stderr kept (head and tail); the rest is counted and dropped."""
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"device={self.device!r}: use 'cuda', 'cpu' or 'auto'")
+        if self.trials < 1:
+            raise ValueError(f"trials={self.trials}: at least 1 correctness trial is needed (default 5)")
+        if self.stress_trials < 0:
+            raise ValueError(f"stress_trials={self.stress_trials}: must be 0 or more")
+        for name in ("atol", "rtol"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: tolerances must be >= 0")
+        if self.norm_tol is None:
+            self.norm_tol = max(self.atol, self.rtol)
+        if self.seeds is not None and len(self.seeds) != self.n_seeds:
+            raise ValueError(
+                f"seeds: got {len(self.seeds)}, need {self.n_seeds} "
+                f"({self.trials} trials + {self.stress_trials} stress trials + init + timing); "
+                "copy the `seeds` list from an earlier result to replay it"
+            )
+        if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
+            raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
+        self.cache_dir = Path(self.cache_dir)
+
+    @property
+    def n_seeds(self) -> int:
+        return self.trials + self.stress_trials + 2
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cache_dir"] = str(self.cache_dir)
+        return d

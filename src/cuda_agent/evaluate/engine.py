@@ -1,0 +1,413 @@
+"""The harness: one evaluation of a candidate against a task, from build to reward.
+
+The harness process never imports candidate code, and does not need torch. It stages the candidate's
+trusted files, builds its extension (build.py), starts two workers (worker.py) and drives them over
+private channels: the *judge* holds the reference and decides correctness; the *candidate* runs the
+code under test. Every step has a deadline; a worker that hangs, crashes or lies about the protocol
+ends the evaluation with a reason code, and its process group is killed. The verdict and the reward
+are computed here, from what the judge established and what the harness measured itself.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.evaluate.build import BuildResult, _package_root, build_extension
+from cuda_agent.evaluate.candidate import Candidate, stage
+from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from cuda_agent.evaluate.config import EvalConfig
+from cuda_agent.evaluate.result import Code, EvalResult, TimeStats
+from cuda_agent.evaluate.reward import milestone_reward
+from cuda_agent.tasks import Task
+
+ENV_KEEP = ("PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "CC", "CXX",
+            "TORCH_CUDA_ARCH_LIST", "TORCHINDUCTOR_CACHE_DIR")
+ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "NCCL_")
+
+
+def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+    """Evaluate `candidate` on `task`. Never raises for anything the candidate does: every failure
+    is a reason in the returned `EvalResult`."""
+    return _Evaluation(task, candidate, config or EvalConfig()).run()
+
+
+class WorkerFailure(Exception):
+    def __init__(self, code: Code, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _BoundedReader(threading.Thread):
+    """Drains a pipe, keeping its first and last `limit/2` bytes: floods cost memory no more."""
+
+    def __init__(self, pipe, limit: int):
+        super().__init__(daemon=True)
+        self.pipe, self.half = pipe, max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.start()
+
+    def run(self) -> None:
+        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
+            self.total += len(chunk)
+            room = self.half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        kept = len(self.head) + len(self.tail)
+        middle = f"\n[... {self.total - kept} bytes dropped ...]\n" if self.total > kept else ""
+        return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
+
+
+def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
+    """Workers get no secrets: only what compilers, CUDA and Python need (STYLE: pop, not unsetenv)."""
+    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
+    env.update(PYTHONPATH=_package_root(), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+class _Worker:
+    def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int):
+        self.role = role
+        parent, child = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.evaluate.worker", role],
+            pass_fds=(child.fileno(),), cwd=cwd,
+            env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        child.close()
+        self.chan = Channel(parent)
+        self.stdout = _BoundedReader(self.proc.stdout, output_limit)
+        self.stderr = _BoundedReader(self.proc.stderr, output_limit)
+        self.ready = False
+
+    def call(self, cmd: str, timeout: float, **args: Any) -> dict[str, Any]:
+        try:
+            if not self.ready:
+                hello = self.chan.recv(timeout=max(timeout, 0.01))
+                if hello.get("ready") != self.role:
+                    raise ChannelError("bad greeting")
+                self.ready = True
+            self.chan.send({"cmd": cmd, "args": args})
+            reply = self.chan.recv(timeout=max(timeout, 0.01))
+        except ChannelTimeout:
+            self.kill()
+            raise WorkerFailure(Code.TIMEOUT, f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
+                                "(hang, deadlock or far too slow); the process was killed") from None
+        except (ChannelClosed, BrokenPipeError, ConnectionResetError):
+            raise WorkerFailure(Code.CRASH, self._death(cmd)) from None
+        except ChannelError as exc:
+            self.kill()
+            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: {exc}") from None
+        if reply.get("ok") is True:
+            return reply
+        try:
+            code = Code(reply.get("code"))
+        except ValueError:
+            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: unknown reason code") from None
+        raise WorkerFailure(code, str(reply.get("message", ""))[:20000])
+
+    def _death(self, cmd: str) -> str:
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            how = f"was killed by signal {signal.Signals(-rc).name}"
+        else:
+            how = f"exited with status {rc}"
+        self.stderr.join(timeout=2)
+        tail = self.stderr.text()[-3000:]
+        return f"{self.role} process {how} during `{cmd}` without answering" + (f"; stderr:\n{tail}" if tail else "")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.chan.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.chan.send({"cmd": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()  # the whole process group: nothing the candidate started survives
+        self.stdout.join(timeout=2)
+        self.stderr.join(timeout=2)
+
+
+def _resolve_device(device: str) -> str:
+    """`auto` without importing torch in the harness: a GPU that nvidia-smi lists."""
+    if device != "auto":
+        return device
+    if "torch" in sys.modules:
+        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
+    exe = shutil.which("nvidia-smi")
+    if exe:
+        try:
+            out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
+            if out.returncode == 0 and "GPU" in out.stdout:
+                return "cuda"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return "cpu"
+
+
+def _cuda_arch() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def _shm_root() -> str | None:
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
+class _Evaluation:
+    def __init__(self, task: Task, candidate: Candidate, config: EvalConfig):
+        self.task, self.cand, self.cfg = task, candidate, config
+        self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
+        self.workers: list[_Worker] = []
+
+    # -- helpers --
+    def _left(self) -> float:
+        return max(self.deadline - time.monotonic(), 0.01)
+
+    def _phase(self, name: str, t0: float) -> None:
+        self.res.phases_s[name] = round(self.res.phases_s.get(name, 0.0) + time.monotonic() - t0, 4)
+
+    def run(self) -> EvalResult:
+        t_start = time.monotonic()
+        n = self.cfg.n_seeds
+        seeds = list(self.cfg.seeds) if self.cfg.seeds else [secrets.randbits(62) for _ in range(n)]
+        t, s = self.cfg.trials, self.cfg.stress_trials
+        self.seeds = {"trials": seeds[:t], "stress": seeds[t:t + s], "init": seeds[t + s],
+                      "timing": seeds[t + s + 1]}
+        self.res.seeds = {**self.seeds, "all": seeds}
+        self.device = _resolve_device(self.cfg.device)
+        self.res.device = {"type": self.device}
+        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-eval-"))
+        shm = Path(tempfile.mkdtemp(prefix="cuda-agent-shm-", dir=_shm_root()))
+        try:
+            self._run(tmp, shm)
+        except WorkerFailure as f:
+            self.res.add(f.code, f.message)
+        finally:
+            for w in self.workers:
+                w.close()
+            cand = next((w for w in self.workers if w.role == "candidate"), None)
+            if cand is not None:
+                self.res.candidate_output = {
+                    "stdout": cand.stdout.text(), "stderr": cand.stderr.text(),
+                    "bytes": cand.stdout.total + cand.stderr.total,
+                }
+                if cand.stdout.total + cand.stderr.total > self.cfg.output_limit:
+                    self.res.add(Code.OUTPUT_TRUNCATED,
+                                 f"the candidate wrote {cand.stdout.total + cand.stderr.total} bytes of "
+                                 f"output; the first and last {self.cfg.output_limit // 2} of each stream are kept")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(shm, ignore_errors=True)
+        self.res.correct = self.res.correct and not self.res.failures
+        self.res.reward = milestone_reward(self.res.correct, self.res.speedup_eager,
+                                           self.res.speedup_compile)
+        self.res.phases_s["total"] = round(time.monotonic() - t_start, 4)
+        return self.res
+
+    def _run(self, tmp: Path, shm: Path) -> None:
+        cfg = self.cfg
+        stage_dir = tmp / "stage"
+        stage_dir.mkdir()
+        stage(self.cand, stage_dir)
+        env = _scrubbed_env({"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions")})
+        judge = _Worker("judge", tmp, env, cfg.output_limit)
+        self.workers.append(judge)
+        candidate = _Worker("candidate", stage_dir, env, cfg.output_limit)
+        self.workers.append(candidate)
+
+        # Build on a thread while the judge sets the reference up.
+        t0 = time.monotonic()
+        arch = _cuda_arch() if self.device == "cuda" else None
+        with ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(build_extension, self.cand, self.device, arch, cfg.cache_dir,
+                              cfg.build_timeout_s)
+            self.deadline = time.monotonic() + cfg.timeout_s
+            try:
+                setup = judge.call("setup", self._left(), task_source=self.task.source,
+                                   origin=self.task.origin, device=self.device,
+                                   init_seed=self.seeds["init"], shm_dir=str(shm))
+            except WorkerFailure as f:
+                fut.cancel()
+                if f.code in (Code.TIMEOUT, Code.CRASH):
+                    f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
+                raise f
+            finally:
+                self._phase("reference_setup", t0)
+            self.res.device = setup["device"]
+            built: BuildResult | None = fut.result()
+        if built is not None:
+            self.res.phases_s["build"] = round(built.seconds, 4)
+            self.res.phases_s["build_cached"] = built.cached
+            if not built.ok:
+                self.res.add(Code.BUILD_TIMEOUT if built.timed_out else Code.COMPILE_ERROR, built.log)
+                return
+
+        # Load the candidate (single files build their inline extensions here).
+        t0 = time.monotonic()
+        self.deadline = time.monotonic() + cfg.build_timeout_s + cfg.timeout_s
+        try:
+            loaded = candidate.call("load", cfg.build_timeout_s, stage_dir=str(stage_dir),
+                                    extension=str(built.so_path) if built else None,
+                                    device=self.device, init_seed=self.seeds["init"],
+                                    init_inputs=setup["init_inputs"], shm_dir=str(shm))
+        except WorkerFailure as f:
+            self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
+            if f.code is Code.TIMEOUT:
+                f.code = Code.BUILD_TIMEOUT
+            raise
+        finally:
+            self._phase("load", t0)
+        self.res.compiled = True
+        self.deadline = time.monotonic() + cfg.timeout_s
+        judge.call("weights", self._left(), state=loaded["state"])
+        candidate.call("load_weights", self._left())
+
+        # Correctness: fresh inputs per trial, then stress trials.
+        t0 = time.monotonic()
+        plan = [(f"c{i}", sd, None) for i, sd in enumerate(self.seeds["trials"])]
+        plan += [(f"s{i}", sd, i) for i, sd in enumerate(self.seeds["stress"])]
+        for key, seed, stress in plan:
+            rec = {"key": key, "seed": seed, "stress": stress is not None}
+            self.res.trials.append(rec)
+            prep = judge.call("prepare", self._left(), trial=key, seed=seed, stress=stress)
+            if prep["skip"]:
+                rec["skipped"] = "reference not finite on stressed inputs"
+                continue
+            code = self._trial(judge, candidate, key, prep["spec"])
+            rec["passed"] = code is None
+            if code is not None:
+                if stress is not None and code is Code.OUTPUT_MISMATCH:
+                    self.res.reasons[-1] = type(self.res.reasons[-1])(Code.STRESS_MISMATCH,
+                                                                      self.res.reasons[-1].message)
+                self._phase("correctness", t0)
+                return
+        self._phase("correctness", t0)
+        self.res.correct = True
+        if cfg.timing:
+            self._time(judge, candidate)
+        else:
+            self.res.add(Code.TIMING_SKIPPED, "timing was switched off; the reward is at most 1")
+
+    def _trial(self, judge: _Worker, candidate: _Worker, key: str, spec: dict) -> Code | None:
+        alloc = candidate.call("alloc", self._left(), key=key, spec=spec)
+        judge.call("fill", self._left(), trial=key, spec=alloc["spec"])
+        ran = candidate.call("run", self._left(), key=key)
+        verdict = judge.call("check", self._left(), trial=key, out=ran["out"], plain=ran["plain"],
+                             atol=self.cfg.atol, rtol=self.cfg.rtol, norm_tol=self.cfg.norm_tol)
+        candidate.call("release", self._left(), keys=[key])
+        if verdict["code"] is None:
+            return None
+        code = Code(verdict["code"])
+        self.res.add(code, f"trial {key}: {verdict['message']}")
+        return code
+
+    def _time(self, judge: _Worker, candidate: _Worker) -> None:
+        cfg = self.cfg
+        t0 = time.monotonic()
+        keys = ["t0", "t1"]
+        for i, key in enumerate(keys):
+            prep = judge.call("prepare", self._left(), trial=key, seed=self.seeds["timing"] + i)
+            alloc = candidate.call("alloc", self._left(), key=key, spec=prep["spec"])
+            judge.call("fill", self._left(), trial=key, spec=alloc["spec"])
+        impls = ["eager", "candidate"]
+        if cfg.compile_baseline:
+            t1 = time.monotonic()
+            err = judge.call("compile", self._left(), trial="t0")["error"]
+            self._phase("compile_baseline", t1)
+            if err:
+                self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, f"torch.compile of the reference failed:\n{err}")
+            else:
+                impls.insert(1, "compile")
+        samples: dict[str, list[float]] = {k: [] for k in impls}
+        chunk = cfg.timing_budget_s / cfg.timing_rounds
+        per_round = dict(min_iters=max(cfg.min_iters // cfg.timing_rounds, 1),
+                         max_iters=max(cfg.max_iters // cfg.timing_rounds, 1))
+        for r in range(cfg.timing_rounds):
+            order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
+            for impl in order:
+                warmup = 3 if r == 0 else 1
+                if impl == "candidate":
+                    w0 = time.monotonic()
+                    got = candidate.call("time", self._left(), keys=keys, budget_s=chunk,
+                                         warmup=warmup, **per_round)
+                    wall_ms = (time.monotonic() - w0) * 1e3
+                    claimed = got.get("samples")
+                    if (not isinstance(claimed, list) or not claimed
+                            or not all(isinstance(x, (int, float)) and x >= 0 for x in claimed)
+                            or sum(claimed) > wall_ms):
+                        self.res.add(Code.TIMING_TAMPERED, "the candidate's timing report is impossible "
+                                     f"({len(claimed) if isinstance(claimed, list) else '?'} samples against "
+                                     f"{wall_ms:.1f} ms of wall time)")
+                        self.res.correct = False
+                        return
+                    samples["candidate"] += claimed
+                    if got.get("key") not in keys:
+                        raise WorkerFailure(Code.PROTOCOL_VIOLATION, "candidate: bad timing input key")
+                    verdict = judge.call("check", self._left(), trial=got["key"], out=got["out"],
+                                         plain=got["plain"], atol=cfg.atol, rtol=cfg.rtol,
+                                         norm_tol=cfg.norm_tol, release=False)
+                    if verdict["code"] is not None:
+                        code = Code(verdict["code"])
+                        if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
+                            code = Code.TIMED_OUTPUT_MISMATCH
+                        self.res.add(code, f"output of a timed call: {verdict['message']}")
+                        self.res.correct = False
+                        return
+                else:
+                    got = judge.call("time", self._left(), which=impl, trials=keys, budget_s=chunk,
+                                     warmup=warmup, **per_round)
+                    samples[impl] += got["samples"]
+        stats = {k: TimeStats.of(v) for k, v in samples.items()}
+        self.res.times_ms.update(stats)
+        c = stats["candidate"].median
+        if c > 0:
+            self.res.speedup_eager = round(stats["eager"].median / c, 4)
+            if "compile" in stats:
+                self.res.speedup_compile = round(stats["compile"].median / c, 4)
+        self._phase("timing", t0)

@@ -1,0 +1,161 @@
+"""The verdict of one evaluation: `EvalResult`, its reason codes and their kinds.
+
+The JSON form (`EvalResult.to_json()`) is the contract of `cuda-agent eval --json` (DESIGN section 3);
+tests pin its keys. `SCHEMA_VERSION` changes whenever a key changes meaning.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Kind(str, enum.Enum):
+    """Who a failure is charged to. Infra failures stay in every denominator but are reported apart."""
+
+    CANDIDATE = "candidate"  # the candidate is wrong, slow to build, crashes...
+    POLICY = "policy"  # the candidate broke a rule (cheating, forbidden ops)
+    INFRA = "infra"  # the task, the machine or the evaluator failed
+    INFO = "info"  # not a failure: a fact worth recording (TF32 used, baseline unavailable)
+
+
+class Code(str, enum.Enum):
+    """Machine-readable reason codes. The value is what appears in JSON."""
+
+    # build and load
+    COMPILE_ERROR = "compile_error"
+    BUILD_TIMEOUT = "build_timeout"
+    LOAD_ERROR = "load_error"
+    NO_MODEL_NEW = "no_model_new"
+    INIT_ERROR = "init_error"
+    STATE_DICT_MISMATCH = "state_dict_mismatch"
+    # running
+    RUNTIME_ERROR = "runtime_error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
+    # correctness
+    STRUCTURE_MISMATCH = "structure_mismatch"
+    SHAPE_MISMATCH = "shape_mismatch"
+    DTYPE_MISMATCH = "dtype_mismatch"
+    NOT_PLAIN_TENSOR = "not_plain_tensor"
+    NON_FINITE = "non_finite"
+    OUTPUT_MISMATCH = "output_mismatch"
+    STRESS_MISMATCH = "stress_mismatch"
+    TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"
+    INPUT_MODIFIED = "input_modified"
+    # policy and tampering (the [hardening] work adds the static and runtime checks behind more codes)
+    POLICY_VIOLATION = "policy_violation"
+    PROTOCOL_VIOLATION = "protocol_violation"
+    TIMING_TAMPERED = "timing_tampered"
+    # infrastructure
+    REFERENCE_ERROR = "reference_error"
+    DEVICE_UNAVAILABLE = "device_unavailable"
+    INFRA_ERROR = "infra_error"
+    # information
+    BASELINE_COMPILE_UNAVAILABLE = "baseline_compile_unavailable"
+    TIMING_SKIPPED = "timing_skipped"
+    OUTPUT_TRUNCATED = "output_truncated"
+
+
+KIND_OF: dict[Code, Kind] = {
+    **{c: Kind.CANDIDATE for c in Code},
+    Code.POLICY_VIOLATION: Kind.POLICY,
+    Code.PROTOCOL_VIOLATION: Kind.POLICY,
+    Code.TIMING_TAMPERED: Kind.POLICY,
+    Code.NOT_PLAIN_TENSOR: Kind.POLICY,
+    Code.INPUT_MODIFIED: Kind.POLICY,
+    Code.REFERENCE_ERROR: Kind.INFRA,
+    Code.DEVICE_UNAVAILABLE: Kind.INFRA,
+    Code.INFRA_ERROR: Kind.INFRA,
+    Code.BASELINE_COMPILE_UNAVAILABLE: Kind.INFO,
+    Code.TIMING_SKIPPED: Kind.INFO,
+    Code.OUTPUT_TRUNCATED: Kind.INFO,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: Code
+    message: str
+
+    @property
+    def kind(self) -> Kind:
+        return KIND_OF[self.code]
+
+    @property
+    def is_failure(self) -> bool:
+        return self.kind is not Kind.INFO
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code.value, "kind": self.kind.value, "message": self.message}
+
+
+@dataclass(slots=True)
+class TimeStats:
+    """Per-call times of one implementation in milliseconds."""
+
+    median: float
+    iqr: float  # interquartile range, the spread reported beside the median
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, samples_ms: list[float]) -> "TimeStats":
+        s = sorted(samples_ms)
+        n = len(s)
+
+        def q(p: float) -> float:  # linear interpolation between closest ranks
+            x = p * (n - 1)
+            lo = int(x)
+            hi = min(lo + 1, n - 1)
+            return s[lo] + (s[hi] - s[lo]) * (x - lo)
+
+        return cls(median=q(0.5), iqr=q(0.75) - q(0.25), min=s[0], max=s[-1], n=n)
+
+
+@dataclass(slots=True)
+class EvalResult:
+    task: str
+    candidate: str
+    device: dict[str, Any] = field(default_factory=dict)
+    compiled: bool = False
+    correct: bool = False
+    reward: int = -1
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    times_ms: dict[str, TimeStats | None] = field(
+        default_factory=lambda: {"eager": None, "compile": None, "candidate": None}
+    )
+    reasons: list[Reason] = field(default_factory=list)
+    seeds: dict[str, Any] = field(default_factory=dict)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    candidate_output: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[Reason]:
+        return [r for r in self.reasons if r.is_failure]
+
+    def add(self, code: Code, message: str) -> None:
+        self.reasons.append(Reason(code, message))
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["reasons"] = [r.to_json() for r in self.reasons]
+        d["times_ms"] = {k: (asdict(v) if v is not None else None) for k, v in self.times_ms.items()}
+        return {"schema_version": SCHEMA_VERSION, **d}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "EvalResult":
+        d = dict(d)
+        d.pop("schema_version", None)
+        d["reasons"] = [Reason(Code(r["code"]), r["message"]) for r in d.get("reasons", [])]
+        d["times_ms"] = {k: (TimeStats(**v) if v else None) for k, v in d.get("times_ms", {}).items()}
+        return cls(**d)

@@ -1,0 +1,345 @@
+"""Moving tensors between the trusted judge and the candidate's process, as data only.
+
+A value (a task's inputs, a model's outputs, a state_dict) crosses the process boundary as a *spec*:
+JSON describing its structure (tensors, lists, tuples, dicts of str keys, Python scalars) in which
+each tensor carries a *buffer descriptor* instead of its bytes:
+
+- CPU: a file in the evaluation's shared-memory directory, mapped by both processes;
+- CUDA: a CUDA IPC handle of the storage, opened by the judge (the same mechanism
+  torch.multiprocessing uses, without its pickles).
+
+Direction matters for the trust boundary: buffers are always *owned by the candidate's process* and
+opened by the judge, never the reverse, so the candidate never holds a mapping of the judge's memory
+(where reference outputs live). The judge clones what it opens at once and validates every number in
+a descriptor (dtype, bounds, path) before use.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DTYPES = {
+    name: getattr(torch, name)
+    for name in (
+        "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+        "uint8", "bool", "complex64", "complex128",
+    )
+}
+
+
+class SpecError(ValueError):
+    """A spec or descriptor that does not describe a valid value (from a buggy or hostile peer)."""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dtype(name: Any) -> torch.dtype:
+    if not isinstance(name, str) or name not in DTYPES:
+        raise SpecError(f"unsupported dtype {name!r}")
+    return DTYPES[name]
+
+
+def _ints(x: Any, what: str) -> list[int]:
+    if not isinstance(x, list) or not all(type(v) is int and v >= 0 for v in x):
+        raise SpecError(f"{what} must be a list of non-negative ints, got {x!r}")
+    return x
+
+
+# --- describing values (no data) -------------------------------------------------------------------
+
+def describe(value: Any) -> dict[str, Any]:
+    """The spec of `value` without buffers: what the peer must allocate to receive it."""
+    if isinstance(value, torch.Tensor):
+        return {
+            "t": "tensor",
+            "dtype": dtype_name(value.dtype),
+            "shape": list(value.shape),
+            "stride": list(value.stride()),
+        }
+    if isinstance(value, bool):
+        return {"t": "bool", "v": value}
+    if isinstance(value, int):
+        return {"t": "int", "v": value}
+    if isinstance(value, float):
+        return {"t": "float", "v": value}
+    if value is None:
+        return {"t": "none"}
+    if isinstance(value, str):
+        return {"t": "str", "v": value}
+    if isinstance(value, (list, tuple)):
+        return {"t": type(value).__name__ if type(value) in (list, tuple) else "other",
+                "items": [describe(v) for v in value]}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"t": "dict", "items": {k: describe(v) for k, v in value.items()}}
+    return {"t": "other", "type": type(value).__qualname__}
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors in `value` in spec order (depth first)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors_of(v)]
+    return []
+
+
+# --- buffers ---------------------------------------------------------------------------------------
+
+class Exporter:
+    """Candidate side: allocates exportable tensors and exports existing ones."""
+
+    def __init__(self, device: torch.device, shm_dir: Path):
+        self.device = device
+        self.shm_dir = Path(shm_dir)
+        self._ids = itertools.count()
+        self._keep: list[Any] = []  # exported storages stay alive until release()
+
+    def empty(self, spec: dict[str, Any]) -> torch.Tensor:
+        dtype = _dtype(spec["dtype"])
+        shape, stride = _ints(spec["shape"], "shape"), _ints(spec["stride"], "stride")
+        if self.device.type == "cuda":
+            return torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+        nbytes = _storage_nbytes(shape, stride, dtype)
+        flat = self._shm_tensor(max(nbytes, 1))
+        return flat[:nbytes].view(dtype).as_strided(shape, stride) if nbytes else \
+            torch.empty_strided(shape, stride, dtype=dtype)
+
+    def _shm_tensor(self, nbytes: int) -> torch.Tensor:
+        path = self.shm_dir / f"buf{os.getpid()}_{next(self._ids)}"
+        with open(path, "wb") as f:
+            f.truncate(nbytes)
+        t = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
+        t.cuda_agent_path = str(path)  # type: ignore[attr-defined]
+        self._keep.append(t)
+        return t
+
+    def export(self, t: torch.Tensor) -> dict[str, Any]:
+        """Descriptor of tensor `t`. CPU tensors not already in shared memory are copied into it."""
+        spec = describe(t)
+        if t.device.type == "cuda":
+            storage = t.untyped_storage()
+            (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
+             event_handle, event_sync) = storage._share_cuda_()
+            self._keep.append(storage)
+            spec["buf"] = {
+                "kind": "cuda_ipc", "device": device, "handle": _b64(handle),
+                "size_bytes": size_bytes, "offset_bytes": offset_bytes,
+                "ref_handle": _b64(ref_handle), "ref_offset": ref_offset,
+                "event_handle": _b64(event_handle), "event_sync": bool(event_sync),
+                "storage_offset": t.storage_offset(),
+            }
+            return spec
+        # CPU: copy into a fresh shared file, laid out contiguously.
+        src = t.detach()
+        nbytes = src.numel() * src.element_size()
+        flat = self._shm_tensor(max(nbytes, 1))
+        if nbytes:
+            flat[:nbytes].view(src.dtype).view(src.shape).copy_(src)
+        spec["stride"] = list(_contiguous_strides(list(src.shape)))
+        spec["buf"] = {"kind": "shm", "path": flat.cuda_agent_path, "size_bytes": nbytes,
+                       "storage_offset": 0}
+        return spec
+
+    def export_allocated(self, t: torch.Tensor) -> dict[str, Any]:
+        """Descriptor of a tensor made by `empty()`, without copying (so writes reach it)."""
+        if t.device.type == "cuda":
+            return self.export(t)
+        spec = describe(t)
+        base = next((k for k in self._keep if isinstance(k, torch.Tensor)
+                     and k.data_ptr() == t.untyped_storage().data_ptr()), None)
+        if base is None:  # zero-sized tensor: nothing to share
+            spec["buf"] = {"kind": "none"}
+            return spec
+        spec["buf"] = {"kind": "shm", "path": base.cuda_agent_path,
+                       "size_bytes": base.numel(), "storage_offset": t.storage_offset()}
+        return spec
+
+    def release(self) -> None:
+        self._keep.clear()
+        for p in self.shm_dir.glob(f"buf{os.getpid()}_*"):
+            p.unlink(missing_ok=True)
+        if self.device.type == "cuda":
+            torch.cuda.ipc_collect()
+
+
+class Importer:
+    """Judge side: opens descriptors from the candidate's process, after validating them."""
+
+    def __init__(self, device: torch.device, shm_dir: Path):
+        self.device = device
+        self.shm_dir = Path(shm_dir).resolve()
+        self._open: list[Any] = []
+
+    def open(self, spec: dict[str, Any]) -> torch.Tensor:
+        """A tensor *aliasing* the candidate's buffer (writes reach the candidate)."""
+        if not isinstance(spec, dict) or spec.get("t") != "tensor":
+            raise SpecError("expected a tensor spec")
+        dtype = _dtype(spec.get("dtype"))
+        shape, stride = _ints(spec.get("shape"), "shape"), _ints(spec.get("stride"), "stride")
+        if len(shape) != len(stride):
+            raise SpecError("shape and stride differ in length")
+        buf = spec.get("buf")
+        if not isinstance(buf, dict):
+            raise SpecError("tensor spec without a buffer")
+        offset = buf.get("storage_offset", 0)
+        if type(offset) is not int or offset < 0:
+            raise SpecError("bad storage_offset")
+        need = _storage_nbytes(shape, stride, dtype, offset)
+        kind = buf.get("kind")
+        if kind == "none":
+            if need:
+                raise SpecError("empty buffer for a non-empty tensor")
+            return torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+        size = buf.get("size_bytes")
+        if type(size) is not int or size < need:
+            raise SpecError(f"buffer of {size} bytes cannot hold a tensor needing {need}")
+        if kind == "shm":
+            path = Path(str(buf.get("path"))).resolve()
+            if path.parent != self.shm_dir or not path.is_file() or path.stat().st_size < size:
+                raise SpecError(f"buffer path {buf.get('path')!r} is not in this evaluation's directory")
+            raw = torch.from_file(str(path), shared=True, size=max(size, 1), dtype=torch.uint8)
+            self._open.append(raw)
+            return raw[: (size // dtype.itemsize) * dtype.itemsize].view(dtype).as_strided(
+                shape, stride, offset)
+        if kind == "cuda_ipc":
+            if self.device.type != "cuda":
+                raise SpecError("CUDA buffer offered to a CPU evaluation")
+            try:
+                storage = torch.UntypedStorage._new_shared_cuda(
+                    self.device.index or 0, _unb64(buf["handle"]), size, int(buf["offset_bytes"]),
+                    _unb64(buf["ref_handle"]), int(buf["ref_offset"]),
+                    _unb64(buf.get("event_handle")), bool(buf.get("event_sync")),
+                )
+            except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+                raise SpecError(f"cannot open CUDA IPC buffer: {exc}") from None
+            self._open.append(storage)
+            t = torch.empty(0, dtype=dtype, device=self.device)
+            t.set_(storage, offset, shape, stride)
+            return t
+        raise SpecError(f"unknown buffer kind {kind!r}")
+
+    def close(self) -> None:
+        self._open.clear()
+        if self.device.type == "cuda":
+            torch.cuda.ipc_collect()
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def _unb64(s: Any) -> bytes | None:
+    if s is None:
+        return None
+    if not isinstance(s, str):
+        raise SpecError("bad handle")
+    return base64.b64decode(s)
+
+
+def _contiguous_strides(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return list(reversed(strides))
+
+
+def _storage_nbytes(shape: list[int], stride: list[int], dtype: torch.dtype, offset: int = 0) -> int:
+    if any(n == 0 for n in shape):
+        return 0
+    last = offset + sum((n - 1) * s for n, s in zip(shape, stride))
+    return (last + 1) * dtype.itemsize
+
+
+# --- whole values ----------------------------------------------------------------------------------
+
+def build(spec: Any, make_tensor) -> Any:
+    """Rebuild a value from its spec; `make_tensor(tensor_spec)` supplies each tensor."""
+    if not isinstance(spec, dict):
+        raise SpecError("spec must be an object")
+    t = spec.get("t")
+    if t == "tensor":
+        return make_tensor(spec)
+    if t in ("int", "float", "bool", "str"):
+        v = spec.get("v")
+        if type(v) is not {"int": int, "float": float, "bool": bool, "str": str}[t]:
+            if not (t == "float" and type(v) is int):
+                raise SpecError(f"bad {t} literal {v!r}")
+        return v
+    if t == "none":
+        return None
+    if t in ("list", "tuple"):
+        items = spec.get("items")
+        if not isinstance(items, list):
+            raise SpecError("list spec without items")
+        out = [build(s, make_tensor) for s in items]
+        return out if t == "list" else tuple(out)
+    if t == "dict":
+        items = spec.get("items")
+        if not isinstance(items, dict):
+            raise SpecError("dict spec without items")
+        return {k: build(s, make_tensor) for k, s in items.items()}
+    raise SpecError(f"value of kind {t!r} ({spec.get('type', '?')}) cannot cross the boundary")
+
+
+def export_value(value: Any, exporter: Exporter) -> dict[str, Any]:
+    """Spec of `value` with every tensor exported (candidate side)."""
+    if isinstance(value, torch.Tensor):
+        return exporter.export(value)
+    spec = describe(value)
+    if spec["t"] in ("list", "tuple"):
+        spec["items"] = [export_value(v, exporter) for v in value]
+    elif spec["t"] == "dict":
+        spec["items"] = {k: export_value(v, exporter) for k, v in value.items()}
+    return spec
+
+
+# --- small values carried inside the message itself ------------------------------------------------
+
+INLINE_LIMIT = 16 * 1024 * 1024
+
+
+def to_inline(value: Any) -> dict[str, Any]:
+    """Spec of a small value with tensor bytes inside the message (a task's init inputs)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        if t.numel() * t.element_size() > INLINE_LIMIT:
+            raise SpecError(f"tensor of {t.numel() * t.element_size()} bytes is too large to inline")
+        spec = describe(t)
+        spec["data"] = base64.b64encode(t.reshape(-1).view(torch.uint8).numpy().tobytes()).decode() \
+            if t.numel() else ""
+        return spec
+    spec = describe(value)
+    if spec["t"] in ("list", "tuple"):
+        spec["items"] = [to_inline(v) for v in value]
+    elif spec["t"] == "dict":
+        spec["items"] = {k: to_inline(v) for k, v in value.items()}
+    return spec
+
+
+def from_inline(spec: Any, device: torch.device) -> Any:
+    def make(s: dict[str, Any]) -> torch.Tensor:
+        dtype = _dtype(s.get("dtype"))
+        shape = _ints(s.get("shape"), "shape")
+        raw = base64.b64decode(s.get("data") or "")
+        n = 1
+        for d in shape:
+            n *= d
+        if len(raw) != n * dtype.itemsize:
+            raise SpecError("inline tensor data does not match its shape")
+        if n == 0:
+            return torch.empty(shape, dtype=dtype, device=device)
+        flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype)
+        return flat.reshape(shape).to(device)
+
+    return build(spec, make)
