@@ -108,5 +108,6 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)) \
-        if a.dtype != torch.bool else torch.equal(a, b)
+    if a.dtype == torch.bool:
+        return torch.equal(a, b)
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))

@@ -211,9 +211,10 @@ class Judge:
                           "message": "outputs must be plain torch.Tensor objects, not subclasses or proxies"}
             elif m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol):
                 result = {"code": m.code.value, "message": m.message}
-        if release:
-            t.pop("aliases", None)
-            self.importer.close()
+        del got
+        if release:  # a finished trial: free its inputs, reference and mapped buffers
+            del self.trials[trial]
+        self.importer.close()
         return result
 
     def cmd_compile(self, trial: str) -> dict[str, Any]:
@@ -330,10 +331,12 @@ class Runner:
         return {"out": export_value(out, self.exporter), "plain": plain}
 
     def cmd_run(self, key: str) -> dict[str, Any]:
+        self.exporter.release()  # earlier exports were received (the judge mapped or cloned them)
         return self._export_out(self._call(self.values[key]))
 
     def cmd_time(self, keys: list[str], budget_s: float, min_iters: int, max_iters: int,
                  warmup: int) -> dict[str, Any]:
+        self.exporter.release()
         samples, out, idx = self.timer.run(self.model, [self.values[k] for k in keys],
                                            budget_s=budget_s, min_iters=min_iters,
                                            max_iters=max_iters, warmup=warmup)

@@ -1,0 +1,265 @@
+"""The `cuda-agent` command line. Imports nothing heavy: torch is loaded by worker processes only."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from cuda_agent import __version__
+from cuda_agent.errors import CudaAgentError
+
+EXIT_USAGE = 2
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds {text!r}: give integers separated by commas") from None
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return v
+    return parse
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                   help="backend (default: auto = cuda when a GPU is present)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--trials", type=_positive(int), default=5, help="correctness trials (default 5)")
+    p.add_argument("--stress-trials", type=int, default=2,
+                   help="trials on signed, scaled inputs beyond the task's distribution (default 2)")
+    p.add_argument("--atol", type=float, default=1e-2, help="absolute tolerance (default 1e-2)")
+    p.add_argument("--rtol", type=float, default=1e-2, help="relative tolerance (default 1e-2)")
+    p.add_argument("--seeds", type=_seeds, default=None,
+                   help="replay a verdict: the `seeds.all` list of an earlier result, comma-separated")
+    p.add_argument("--no-timing", action="store_true", help="check correctness only (reward at most 1)")
+    p.add_argument("--no-compile-baseline", action="store_true",
+                   help="skip the torch.compile baseline (reward at most 2)")
+    p.add_argument("--timeout", type=_positive(float), default=300.0,
+                   help="wall-clock limit of the evaluation after the build, seconds (default 300)")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="build cache (default: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent)")
+
+
+def _config(args: argparse.Namespace):
+    from cuda_agent.evaluate import EvalConfig
+
+    kw: dict[str, Any] = dict(device=args.device, trials=args.trials, stress_trials=args.stress_trials,
+                              atol=args.atol, rtol=args.rtol, seeds=args.seeds,
+                              timing=not args.no_timing, compile_baseline=not args.no_compile_baseline,
+                              timeout_s=args.timeout)
+    if args.cache_dir is not None:
+        kw["cache_dir"] = args.cache_dir
+    try:
+        return EvalConfig(**kw)
+    except ValueError as exc:
+        raise CudaAgentError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _stdout_reserved(active: bool) -> Iterator[None]:
+    """While evaluating under --json, anything written to fd 1 goes to stderr instead, so stdout
+    carries exactly one JSON object whatever a library or a child process prints."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _fmt_ms(stats) -> str:
+    return "-" if stats is None else f"{stats.median:.4g}"
+
+
+def _fmt_x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def print_result(result, console=None) -> None:
+    """A readable summary of one EvalResult: times, speedups, verdict, reasons."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"{result.task}  <-  {result.candidate}", title_justify="left")
+    for col in ("", "median ms", "IQR ms", "calls", "speedup"):
+        table.add_column(col, justify="right" if col else "left")
+    for name, st in result.times_ms.items():
+        sp = {"candidate": None, "eager": result.speedup_eager, "compile": result.speedup_compile}[name]
+        table.add_row(name, _fmt_ms(st), "-" if st is None else f"{st.iqr:.3g}",
+                      "-" if st is None else str(st.n),
+                      "" if name == "candidate" else ("-" if sp is None else f"candidate {_fmt_x(sp)}"))
+    console.print(table)
+    colour = {-1: "red", 1: "yellow", 2: "green", 3: "bold green"}[result.reward]
+    dev = result.device.get("name") or result.device.get("type")
+    console.print(f"compiled: {result.compiled}   correct: {result.correct}   "
+                  f"reward: [{colour}]{result.reward}[/]   device: {dev}   "
+                  f"time: {result.phases_s.get('total', 0):.1f} s")
+    for r in result.reasons:
+        style = "dim" if r.kind.value == "info" else "red"
+        msg = r.message if len(r.message) < 1500 else r.message[:700] + "\n[...]\n" + r.message[-700:]
+        console.print(f"[{style}]{r.code.value}[/] ({r.kind.value}): ", msg, markup=True, highlight=False)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluate import evaluate, load_candidate
+    from cuda_agent.tasks import load_task
+
+    config = _config(args)
+    task = load_task(args.task)
+    candidate = load_candidate(args.candidate)
+    with _stdout_reserved(args.json):
+        result = evaluate(task, candidate, config)
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print_result(result)
+    return 0
+
+
+def cmd_init_workspace(args: argparse.Namespace) -> int:
+    from cuda_agent.tasks import load_task
+    from cuda_agent.workspace import init_workspace
+
+    path = init_workspace(load_task(args.task), Path(args.dir), device=args.device)
+    print(f"workspace ready: {path}\nnext: cd {path} && read SKILL.md, then `bash utils/compile.sh`, "
+          "`python3 -m utils.verification`, `python3 -m utils.profiling`")
+    return 0
+
+
+def cmd_workspace(args: argparse.Namespace) -> int:
+    from cuda_agent.workspace.commands import main as ws_main
+
+    return ws_main(args.command, Path(args.dir), args.rest)
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from cuda_agent.evaluate import evaluate, load_candidate
+    from cuda_agent.evaluate.engine import _resolve_device
+    from cuda_agent.examples import get_example, list_examples
+    from cuda_agent.tasks import load_task
+
+    config = _config(args)
+    device = _resolve_device(config.device)
+    config.device = device
+    examples = [get_example(n) for n in args.only] if args.only else list_examples()
+    jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()
+            if args.form in (None, form)]
+    err = Console(stderr=True)
+    results = []
+    with _stdout_reserved(args.json), Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=err, transient=True,
+    ) as progress:
+        bar = progress.add_task(f"evaluating bundled examples on {device}", total=len(jobs))
+        for ex, form, path in jobs:
+            progress.update(bar, description=f"{ex.name} ({form})")
+            res = evaluate(load_task(ex.task), load_candidate(path), config)
+            results.append((ex, form, res))
+            progress.advance(bar)
+    if args.json:
+        print(json.dumps({"device": device, "results": [
+            {"example": ex.name, "form": form, **res.to_json()} for ex, form, res in results]}))
+        return 0
+    table = Table(title=f"bundled examples on {device}", title_justify="left")
+    for col in ("example", "form", "correct", "reward", "eager ms", "compile ms", "candidate ms",
+                "vs eager", "vs compile", "eval s", "reasons"):
+        table.add_column(col)
+    for ex, form, r in results:
+        table.add_row(ex.name, form, str(r.correct), str(r.reward), _fmt_ms(r.times_ms["eager"]),
+                      _fmt_ms(r.times_ms["compile"]), _fmt_ms(r.times_ms["candidate"]),
+                      _fmt_x(r.speedup_eager), _fmt_x(r.speedup_compile),
+                      f"{r.phases_s.get('total', 0):.1f}",
+                      ", ".join(x.code.value for x in r.reasons) or "-")
+    Console().print(table)
+    return 0
+
+
+EXAMPLES = {
+    "eval": "cuda-agent eval task.py candidate.py --device cpu --json",
+    "init-workspace": "cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda",
+    "examples": "cuda-agent examples --device cpu",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cuda-agent",
+        description="Evaluate, generate and train on GPU kernels (an open implementation of CUDA Agent).",
+    )
+    parser.add_argument("--version", action="version", version=f"cuda-agent {__version__}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("eval", help="evaluate one candidate on one task",
+                       description="Build, verify and time CANDIDATE against TASK and print the verdict "
+                       "and the milestone reward. Exit 0 whenever the evaluation completed.",
+                       epilog=f"example: {EXAMPLES['eval']}")
+    p.add_argument("task", help="KernelBench-format task file (defines Model, get_inputs, get_init_inputs)")
+    p.add_argument("candidate", help="a .py file defining ModelNew, or a workspace directory")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("init-workspace", help="write an agent workspace for a task",
+                       description="Write a CUDA-Agent-compatible workspace for TASK into DIR: model.py, "
+                       "SKILL.md, the fixed binding files and commands, and an example kernel.",
+                       epilog=f"example: {EXAMPLES['init-workspace']}")
+    p.add_argument("task", help="KernelBench-format task file")
+    p.add_argument("dir", help="directory to create (must be empty or absent)")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                   help="backend the kernels are written for (default: auto)")
+    p.set_defaults(func=cmd_init_workspace)
+
+    p = sub.add_parser("workspace", help="run a workspace command (what utils/ in a workspace calls)",
+                       description="The workspace's fixed commands: compile, verify, profile.")
+    p.add_argument("command", choices=["compile", "verify", "profile"])
+    p.add_argument("dir", nargs="?", default=".", help="workspace directory (default: .)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the command (--device, --json, --trials)")
+    p.set_defaults(func=cmd_workspace)
+
+    p = sub.add_parser("examples", help="evaluate the bundled example kernels",
+                       description="Evaluate every bundled example task with its candidates for the "
+                       "device (single-file and workspace forms) and print a table.",
+                       epilog=f"example: {EXAMPLES['examples']}")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="evaluate only these examples")
+    p.add_argument("--form", choices=["single", "workspace"], default=None, help="only this candidate form")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_examples)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CudaAgentError as exc:
+        print(f"cuda-agent {args.subcommand}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,393 @@
+"""End-to-end tests of the evaluator on the CPU backend: real worker processes, real verdicts.
+
+Candidates here are small Python ModelNew classes (no compilation), so these tests are about the
+pipeline: the trust boundary, the comparison, faults and the result contract. Compiled candidates
+are covered by test_examples.py and test_workspace.py.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.evaluate import Code, EvalConfig, EvalResult, evaluate, load_candidate, milestone_reward
+from cuda_agent.evaluate.result import TimeStats
+from cuda_agent.tasks import load_task
+
+DATA = Path(__file__).parent / "data"
+TASK = DATA / "relu_bias_task.py"
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+CORRECT = HEADER + textwrap.dedent("""
+    class ModelNew(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(features))
+
+        def forward(self, x):
+            return (x + self.bias).clamp_min(0)
+    """)
+
+
+def candidate(tmp_path: Path, body: str, name: str = "cand.py") -> Path:
+    p = tmp_path / name
+    p.write_text(HEADER + textwrap.dedent(body))
+    return p
+
+
+def run(tmp_path, cand: Path, cache_dir, **kw) -> EvalResult:
+    kw.setdefault("compile_baseline", False)
+    kw.setdefault("timing_budget_s", 0.1)
+    kw.setdefault("timeout_s", 60)
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, **kw)
+    return evaluate(load_task(TASK), load_candidate(cand), cfg)
+
+
+def codes(res: EvalResult) -> list[str]:
+    return [r.code.value for r in res.failures]
+
+
+# --- pure units ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("correct,se,sc,want", [
+    (False, 10.0, 10.0, -1),
+    (True, None, None, 1),
+    (True, 1.05, 2.0, 1),      # exactly 5% faster is not "more than 5%"
+    (True, 1.051, 1.0, 2),
+    (True, 1.2, None, 2),      # no compile baseline: capped at 2
+    (True, 1.2, 1.06, 3),
+    (True, 0.9, 1.5, 1),       # beating compile alone earns nothing extra
+])
+def test_milestone_reward(correct, se, sc, want):
+    assert milestone_reward(correct, se, sc) == want
+
+
+def test_time_stats():
+    st = TimeStats.of([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert st.median == 3.0 and st.min == 1.0 and st.max == 100.0 and st.n == 5
+    assert st.iqr == pytest.approx(2.0)
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="trials"):
+        EvalConfig(trials=0)
+    with pytest.raises(ValueError, match="seeds: got 2, need 9"):
+        EvalConfig(seeds=[1, 2])
+    assert EvalConfig(atol=1e-3, rtol=1e-2).norm_tol == pytest.approx(5e-2)
+
+
+def test_compare_rules():
+    import torch
+
+    from cuda_agent.evaluate.compare import compare
+
+    kw = dict(atol=1e-2, rtol=1e-2, norm_tol=1e-2)
+    ref = torch.softmax(torch.rand(8, 4096, generator=torch.Generator().manual_seed(0)), dim=1)
+    assert compare(ref, ref * (1 + 1e-3), **kw) is None  # e.g. fp16 internal math
+    assert compare(ref, ref + 1e-4, **kw).code is Code.OUTPUT_MISMATCH  # +40% on every element
+    # all zeros are element-wise within atol of a softmax over many columns, but wrong overall
+    assert compare(ref, torch.zeros_like(ref), **kw).code is Code.OUTPUT_MISMATCH
+    assert "relative error norm" in compare(ref, torch.zeros_like(ref), **kw).message
+    assert compare(ref, ref.double(), **kw).code is Code.DTYPE_MISMATCH
+    assert compare(ref, ref.t(), **kw).code is Code.SHAPE_MISMATCH
+    bad = ref.clone()
+    bad[3, 7] = float("nan")
+    assert compare(ref, bad, **kw).code is Code.NON_FINITE
+    assert compare((ref, ref), [ref, ref], **kw).code is Code.STRUCTURE_MISMATCH
+    assert compare((ref, ref), (ref,), **kw).code is Code.STRUCTURE_MISMATCH
+    ints = torch.arange(10)
+    assert compare(ints, ints + (ints == 3), **kw).code is Code.OUTPUT_MISMATCH
+
+
+# --- end to end ------------------------------------------------------------------------------------
+
+def test_correct_candidate(tmp_path, cache_dir):
+    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir)
+    assert res.compiled and res.correct, res.reasons
+    assert res.reward >= 1
+    assert res.failures == []
+    assert len(res.seeds["trials"]) == 5 and len(res.seeds["stress"]) == 2
+    assert len(set(res.seeds["all"])) == len(res.seeds["all"])
+    assert all(t["passed"] for t in res.trials) and len(res.trials) == 7
+    assert res.times_ms["eager"].n >= 5 and res.times_ms["candidate"].n >= 5
+    assert res.speedup_eager == pytest.approx(res.times_ms["eager"].median / res.times_ms["candidate"].median,
+                                              rel=1e-3)
+    assert res.speedup_compile is None  # compile baseline off
+    assert {"reference_setup", "load", "correctness", "timing", "total"} <= set(res.phases_s)
+    # the JSON form round-trips
+    again = EvalResult.from_json(json.loads(json.dumps(res.to_json())))
+    assert again.to_json() == res.to_json()
+
+
+def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
+    cand = candidate(tmp_path, CORRECT[len(HEADER):])
+    seeds = list(range(101, 110))
+    res = run(tmp_path, cand, cache_dir, seeds=seeds, timing=False)
+    assert res.seeds["all"] == seeds
+    assert [t["seed"] for t in res.trials] == seeds[:7]
+    assert res.correct and res.reward == 1
+
+
+@pytest.mark.parametrize("body,code", [
+    # wrong value
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x + self.bias).clamp_min(0.05)
+     """, "output_mismatch"),
+    # wrong shape
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x + self.bias).clamp_min(0)[:, :-1]
+     """, "shape_mismatch"),
+    # wrong dtype
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x + self.bias).clamp_min(0).double()
+     """, "dtype_mismatch"),
+    # a tuple where a tensor is expected
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return ((x + self.bias).clamp_min(0),)
+     """, "structure_mismatch"),
+    # writes into its input
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return x.add_(self.bias).clamp_min_(0)
+     """, "input_modified"),
+    # correct only on the task's distribution (randn): breaks on scaled inputs
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x.clamp(-6, 6) + self.bias).clamp_min(0)
+     """, "stress_mismatch"),
+    # parameters under other names: the reference weights cannot be loaded strictly
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.b = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x + self.b).clamp_min(0)
+     """, "state_dict_mismatch"),
+    # an output subclass
+    ("""
+     class Sneaky(torch.Tensor):
+         pass
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             return (x + self.bias).clamp_min(0).as_subclass(Sneaky)
+     """, "not_plain_tensor"),
+    # an exception in forward
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             self.bias = nn.Parameter(torch.zeros(f))
+         def forward(self, x):
+             raise RuntimeError("kernel launch failed: too many resources requested")
+     """, "runtime_error"),
+    # no ModelNew
+    ("""
+     class Model(nn.Module):
+         pass
+     """, "no_model_new"),
+    # the constructor fails
+    ("""
+     class ModelNew(nn.Module):
+         def __init__(self, f):
+             super().__init__()
+             raise ValueError("bad init")
+     """, "init_error"),
+])
+def test_wrong_candidates_fail_with_their_reason(tmp_path, cache_dir, body, code):
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    assert not res.correct
+    assert res.reward == -1
+    assert codes(res)[0] == code, res.reasons
+
+
+def test_correct_except_during_timing(tmp_path, cache_dir):
+    # right for the first calls (the correctness trials), then wrong: caught on timed outputs
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+            self.calls = 0
+        def forward(self, x):
+            self.calls += 1
+            y = (x + self.bias).clamp_min(0)
+            return y if self.calls <= 7 else torch.zeros_like(y)
+    """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    assert codes(res) == ["timed_output_mismatch"] and res.reward == -1
+
+
+def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
+    res = run(tmp_path, candidate(tmp_path, "class ModelNew(nn.Module:\n    pass\n"), cache_dir)
+    assert not res.compiled and codes(res) == ["load_error"]
+    assert "SyntaxError" in res.reasons[0].message
+
+
+def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir):
+    body = """
+    import os
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
+            os._exit(0)
+    """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    assert codes(res) == ["crash"] and res.reward == -1
+    assert "exited with status 0" in res.reasons[0].message
+
+
+def test_segfault_is_a_crash(tmp_path, cache_dir):
+    body = """
+    import ctypes
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            ctypes.string_at(0)
+    """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    assert codes(res) == ["crash"]
+    assert "SIGSEGV" in res.reasons[0].message
+
+
+def test_hang_ends_within_the_limit(tmp_path, cache_dir):
+    body = """
+    import time
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            time.sleep(3600)
+    """
+    t0 = time.monotonic()
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timeout_s=8)
+    assert time.monotonic() - t0 < 40
+    assert codes(res) == ["timeout"]
+
+
+def test_output_flood_is_truncated(tmp_path, cache_dir):
+    body = 'import sys\nsys.stdout.write("x" * 5_000_000)\nsys.stdout.flush()\n' + CORRECT[len(HEADER):]
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    assert res.correct
+    out = res.candidate_output
+    assert out["bytes"] >= 5_000_000
+    assert len(out["stdout"]) < 20000
+    assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons]
+
+
+def test_no_files_left_behind(tmp_path, cache_dir):
+    import glob
+    import tempfile
+
+    def ours():
+        return set(glob.glob(f"{tempfile.gettempdir()}/cuda-agent-*") + glob.glob("/dev/shm/cuda-agent-*"))
+
+    before = ours()
+    run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir)
+    assert ours() == before
+
+
+def test_broken_task_is_an_infra_failure(tmp_path, cache_dir):
+    task = tmp_path / "task.py"
+    task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False)
+    res = evaluate(load_task(task), load_candidate(candidate(tmp_path, CORRECT[len(HEADER):])), cfg)
+    assert codes(res) == ["reference_error"]
+    assert res.reasons[0].kind.value == "infra"
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "cuda_agent", *args], capture_output=True, text=True,
+                          **kw)
+
+
+def test_cli_json_is_one_object_even_when_the_candidate_prints(tmp_path, cache_dir):
+    body = 'print(\'{"correct": true, "reward": 3}\')\nimport sys\nprint("noise", file=sys.stderr)\n' \
+        + CORRECT[len(HEADER):]
+    p = cli("eval", str(TASK), str(candidate(tmp_path, body)), "--device", "cpu", "--json",
+            "--no-compile-baseline", "--cache-dir", str(cache_dir))
+    assert p.returncode == 0, p.stderr
+    obj = json.loads(p.stdout)  # the whole of stdout is one JSON object
+    assert obj["correct"] is True and obj["reward"] in (1, 2, 3)
+    for key in ("compiled", "correct", "reward", "speedup_eager", "speedup_compile", "times_ms",
+                "reasons", "seeds", "device", "phases_s"):
+        assert key in obj
+    assert set(obj["times_ms"]) == {"eager", "compile", "candidate"}
+    assert obj["device"]["type"] == "cpu" and obj["device"]["torch"]
+
+
+def test_cli_wrong_candidate_still_exits_0(tmp_path, cache_dir):
+    p = cli("eval", str(TASK), str(candidate(tmp_path, "x = 1\n")), "--device", "cpu", "--json",
+            "--no-timing", "--cache-dir", str(cache_dir))
+    assert p.returncode == 0
+    obj = json.loads(p.stdout)
+    assert obj["reward"] == -1 and obj["reasons"][0]["code"] == "no_model_new"
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    p = cli("eval", str(tmp_path / "missing.py"), str(TASK), "--device", "cpu")
+    assert p.returncode == 2 and "does not exist" in p.stderr
+    p = cli("eval", str(TASK), str(tmp_path), "--device", "cpu")
+    assert p.returncode == 2 and "model_new.py" in p.stderr
+    p = cli("eval", str(TASK), str(TASK), "--trials", "0")
+    assert p.returncode == 2
+    p = cli("eval", str(TASK), str(TASK), "--seeds", "1,2")
+    assert p.returncode == 2 and "seeds" in p.stderr
+
+
+def test_cli_readable_summary(tmp_path, cache_dir):
+    p = cli("eval", str(TASK), str(candidate(tmp_path, CORRECT[len(HEADER):])), "--device", "cpu",
+            "--no-compile-baseline", "--cache-dir", str(cache_dir))
+    assert p.returncode == 0, p.stderr
+    assert "reward:" in p.stdout and "eager" in p.stdout and "candidate" in p.stdout
+
+
+def test_import_is_cheap():
+    code = "import sys, cuda_agent, cuda_agent.cli, cuda_agent.evaluate.engine; " \
+           "print(sorted(m for m in ('torch','numpy','openai','rich') if m in sys.modules))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
