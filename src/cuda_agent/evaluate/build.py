@@ -3,8 +3,10 @@
 The key covers everything that changes the binary: the sources (the candidate's kernels and our fixed
 binding files), the flags, the compiler, torch, Python and the target architecture. A hit costs a
 hash and a stat; a miss compiles in a child process (`python -m cuda_agent.evaluate.build`) under a
-wall-clock limit, into a private directory that is renamed into the cache only when the build
-succeeded, so concurrent builds of the same key never see half-written files.
+wall-clock limit (`python -m cuda_agent.evaluate.build_child`), into a private directory that is
+renamed into the cache only when the build succeeded, so concurrent builds of the same key never see
+half-written files. A compile error is cached too (`<key>.failed`): the same sources fail the same
+way, and an agent re-running verify after a failed compile should not wait for the compiler again.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from cuda_agent.evaluate.candidate import Candidate
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "workspace" / "template"
 FIXED_FILES = ("binding.cpp", "binding_registry.h")
 MODULE_NAME = "cuda_extension"
-CFLAGS = ["-O3", "-std=c++17"]
+CFLAGS = ["-O3"]  # the C++ standard is left to torch.utils.cpp_extension: its headers need the one it picks
 CPU_CFLAGS = ["-fopenmp"]
 CPU_LDFLAGS = ["-fopenmp"]
-CUDA_CFLAGS = ["-O3", "--use_fast_math", "-std=c++17"]
+CUDA_CFLAGS = ["-O3", "--use_fast_math"]
 CUDA_LDFLAGS = ["-lcublas"]
 LOG_LIMIT = 20000
 
@@ -97,6 +99,9 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     so = final / f"{MODULE_NAME}.so"
     if so.is_file():
         return BuildResult(True, so, key, True, time.monotonic() - t0, _read_log(final))
+    failed = cache_dir / "builds" / f"{key}.failed"
+    if failed.is_file():
+        return BuildResult(False, None, key, True, time.monotonic() - t0, failed.read_text())
     if device == "cpu" and (cu := [n for n in candidate.compiled_sources if n.endswith(".cu")]):
         return BuildResult(False, None, key, False, time.monotonic() - t0,
                            f"kernels/{cu[0]}: CUDA sources cannot be built for the cpu backend; "
@@ -109,7 +114,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
         (work / "kernels").mkdir()
         for name, src in candidate.kernels.items():
             (work / "kernels" / name).write_text(src)
-        cmd = [sys.executable, "-m", "cuda_agent.evaluate.build", str(work), device, arch or ""]
+        cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device, arch or ""]
         env = dict(os.environ, PYTHONPATH=_package_root())
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -123,6 +128,9 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
         log = _tail(out.decode(errors="replace"))
         built = work / "build" / f"{MODULE_NAME}.so"
         if proc.returncode != 0 or not built.is_file():
+            tmp_failed = work / "failed.log"
+            tmp_failed.write_text(log)
+            os.replace(tmp_failed, failed)
             return BuildResult(False, None, key, False, time.monotonic() - t0, log)
         (work / "build.log").write_text(log)
         os.replace(built, work / f"{MODULE_NAME}.so")
@@ -152,39 +160,3 @@ def _package_root() -> str:
     if os.environ.get("PYTHONPATH"):
         roots.append(os.environ["PYTHONPATH"])
     return os.pathsep.join(roots)
-
-
-def _compile(work: Path, device: str, arch: str) -> None:
-    """Runs in the child process: compile every source in `work` into build/cuda_extension.so."""
-    if arch:
-        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
-    import torch.utils.cpp_extension as cpp
-
-    sources = [str(work / "binding.cpp")] + sorted(
-        str(p) for p in (work / "kernels").iterdir() if p.suffix in (".cu", ".cpp", ".cc"))
-    build_dir = work / "build"
-    build_dir.mkdir()
-    cuda = device == "cuda"
-    kwargs = dict(
-        name=MODULE_NAME, sources=sources,
-        extra_cflags=CFLAGS + ([] if cuda else CPU_CFLAGS),
-        extra_cuda_cflags=CUDA_CFLAGS if cuda else None,
-        extra_sycl_cflags=None,
-        extra_ldflags=CUDA_LDFLAGS if cuda else CPU_LDFLAGS,
-        extra_include_paths=[str(work)],
-        build_directory=str(build_dir), verbose=True, with_cuda=cuda, with_sycl=False,
-    )
-    builder = getattr(cpp, "_write_ninja_file_and_build_library", None)
-    if builder is not None:  # builds without importing the module into this process
-        builder(**kwargs)
-    else:
-        kwargs.pop("extra_sycl_cflags"), kwargs.pop("with_sycl")
-        cpp.load(**kwargs)
-
-
-if __name__ == "__main__":
-    try:
-        _compile(Path(sys.argv[1]), sys.argv[2], sys.argv[3])
-    except Exception as exc:  # the log is the message; the exit status is the verdict
-        print(f"\nbuild failed: {exc}", flush=True)
-        sys.exit(1)

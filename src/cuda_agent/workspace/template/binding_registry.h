@@ -18,7 +18,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-class BindingRegistry {
+// Hidden visibility: pybind11 builds the module with -fvisibility=hidden, and a class holding
+// pybind11 types must match it or GCC warns in every file that includes this header.
+#if defined(__GNUC__)
+#define CUDA_AGENT_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CUDA_AGENT_HIDDEN
+#endif
+
+class CUDA_AGENT_HIDDEN BindingRegistry {
  public:
   using BindingFunction = std::function<void(pybind11::module&)>;
 
@@ -40,7 +48,7 @@ class BindingRegistry {
   std::vector<std::pair<std::string, BindingFunction>> entries_;
 };
 
-class BindingRegistrar {
+class CUDA_AGENT_HIDDEN BindingRegistrar {
  public:
   BindingRegistrar(const std::string& name, BindingRegistry::BindingFunction fn) {
     BindingRegistry::getInstance().registerBinding(name, std::move(fn));
