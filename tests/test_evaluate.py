@@ -39,11 +39,14 @@ def candidate(tmp_path: Path, body: str, name: str = "cand.py") -> Path:
     return p
 
 
-def run(tmp_path, cand: Path, cache_dir, **kw) -> EvalResult:
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def run(tmp_path, cand: Path, cache_dir, device="cpu", **kw) -> EvalResult:
     kw.setdefault("compile_baseline", False)
     kw.setdefault("timing_budget_s", 0.1)
     kw.setdefault("timeout_s", 60)
-    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, **kw)
+    cfg = EvalConfig(device=device, cache_dir=cache_dir, **kw)
     return evaluate(load_task(TASK), load_candidate(cand), cfg)
 
 
@@ -105,8 +108,10 @@ def test_compare_rules():
 
 # --- end to end ------------------------------------------------------------------------------------
 
-def test_correct_candidate(tmp_path, cache_dir):
-    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir)
+@pytest.mark.parametrize("device", DEVICES)
+def test_correct_candidate(tmp_path, cache_dir, device):
+    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device)
+    assert res.device["type"] == device
     assert res.compiled and res.correct, res.reasons
     assert res.reward >= 1
     assert res.failures == []
@@ -118,6 +123,8 @@ def test_correct_candidate(tmp_path, cache_dir):
                                               rel=1e-3)
     assert res.speedup_compile is None  # compile baseline off
     assert {"reference_setup", "load", "correctness", "timing", "total"} <= set(res.phases_s)
+    if device == "cuda":
+        assert res.device["name"] and res.device["capability"] and res.device["cuda"]
     # the JSON form round-trips
     again = EvalResult.from_json(json.loads(json.dumps(res.to_json())))
     assert again.to_json() == res.to_json()
@@ -229,14 +236,16 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
              raise ValueError("bad init")
      """, "init_error"),
 ])
-def test_wrong_candidates_fail_with_their_reason(tmp_path, cache_dir, body, code):
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+@pytest.mark.parametrize("device", DEVICES)
+def test_wrong_candidates_fail_with_their_reason(tmp_path, cache_dir, body, code, device):
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timing=False)
     assert not res.correct
     assert res.reward == -1
     assert codes(res)[0] == code, res.reasons
 
 
-def test_correct_except_during_timing(tmp_path, cache_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_correct_except_during_timing(tmp_path, cache_dir, device):
     # right for the first calls (the correctness trials), then wrong: caught on timed outputs
     body = """
     class ModelNew(nn.Module):
@@ -249,7 +258,7 @@ def test_correct_except_during_timing(tmp_path, cache_dir):
             y = (x + self.bias).clamp_min(0)
             return y if self.calls <= 7 else torch.zeros_like(y)
     """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
     assert codes(res) == ["timed_output_mismatch"] and res.reward == -1
 
 
@@ -259,7 +268,8 @@ def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
     assert "SyntaxError" in res.reasons[0].message
 
 
-def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir, device):
     body = """
     import os
     class ModelNew(nn.Module):
@@ -270,12 +280,13 @@ def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir):
             print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
             os._exit(0)
     """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
     assert codes(res) == ["crash"] and res.reward == -1
     assert "exited with status 0" in res.reasons[0].message
 
 
-def test_segfault_is_a_crash(tmp_path, cache_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_segfault_is_a_crash(tmp_path, cache_dir, device):
     body = """
     import ctypes
     class ModelNew(nn.Module):
@@ -285,12 +296,13 @@ def test_segfault_is_a_crash(tmp_path, cache_dir):
         def forward(self, x):
             ctypes.string_at(0)
     """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
     assert codes(res) == ["crash"]
     assert "SIGSEGV" in res.reasons[0].message
 
 
-def test_hang_ends_within_the_limit(tmp_path, cache_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
     body = """
     import time
     class ModelNew(nn.Module):
@@ -301,9 +313,51 @@ def test_hang_ends_within_the_limit(tmp_path, cache_dir):
             time.sleep(3600)
     """
     t0 = time.monotonic()
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timeout_s=8)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timeout_s=8)
     assert time.monotonic() - t0 < 40
     assert codes(res) == ["timeout"]
+
+
+OOB_KERNEL = r"""
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name="cuda_agent_test_oob", cpp_sources="torch::Tensor oob(torch::Tensor x);",
+    cuda_sources=r'''
+#include <torch/types.h>
+__global__ void k(float* p) { p[(long)threadIdx.x * (1L << 36)] = 1.f; }
+torch::Tensor oob(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 32>>>(y.data_ptr<float>()); return y; }
+''', functions=["oob"])
+
+class ModelNew(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(f))
+    def forward(self, x):
+        return ext.oob(x)
+"""
+
+
+@pytest.mark.gpu
+def test_illegal_address_then_the_gpu_still_serves(tmp_path, cache_dir):
+    bad = run(tmp_path, candidate(tmp_path, OOB_KERNEL, "oob.py"), cache_dir, "cuda", timing=False)
+    assert bad.compiled and not bad.correct
+    assert codes(bad)[0] in ("illegal_memory_access", "crash"), bad.reasons
+    good = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, "cuda")
+    assert good.correct and good.reward >= 1, good.reasons
+
+
+@pytest.mark.gpu
+def test_out_of_memory_is_a_verdict(tmp_path, cache_dir):
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            hog = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)
+            return (x + self.bias).clamp_min(0)
+    """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
+    assert codes(res) == ["out_of_memory"]
 
 
 def test_output_flood_is_truncated(tmp_path, cache_dir):
