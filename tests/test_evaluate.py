@@ -382,6 +382,41 @@ def test_no_files_left_behind(tmp_path, cache_dir):
     assert ours() == before
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_scalar_outputs_int_inputs_and_tensor_init_inputs(tmp_path, cache_dir, device):
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, weight):
+            super().__init__()
+            self.register_buffer("weight", torch.ones_like(weight))  # replaced by the reference's
+        def forward(self, logits, targets):
+            logp = logits.log_softmax(dim=1)
+            w = self.weight[targets]
+            return -(logp.gather(1, targets[:, None])[:, 0] * w).sum() / w.sum()
+    """
+    cfg = EvalConfig(device=device, cache_dir=cache_dir, compile_baseline=False, timing_budget_s=0.1)
+    res = evaluate(load_task(DATA / "loss_task.py"), load_candidate(candidate(tmp_path, body)), cfg)
+    assert res.correct, res.reasons
+    assert res.errors is not None and res.errors["rel_norm"] < 1e-4
+    assert all("error" in t for t in res.trials if t.get("passed"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tuple_outputs_with_views_and_python_values(tmp_path, cache_dir, device):
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, x, scale):
+            y = x * scale
+            return y.t(), y.sum(dim=0, keepdim=True), x.shape[0]
+    """
+    cfg = EvalConfig(device=device, cache_dir=cache_dir, compile_baseline=False, timing_budget_s=0.1)
+    res = evaluate(load_task(DATA / "tuple_task.py"), load_candidate(candidate(tmp_path, body)), cfg)
+    assert res.correct, res.reasons
+    wrong = body.replace("x.shape[0]", "x.shape[0] + 1")
+    res = evaluate(load_task(DATA / "tuple_task.py"), load_candidate(candidate(tmp_path, wrong, "w.py")), cfg)
+    assert codes(res) == ["output_mismatch"] and "output[2]" in res.reasons[0].message
+
+
 def test_broken_task_is_an_infra_failure(tmp_path, cache_dir):
     task = tmp_path / "task.py"
     task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))

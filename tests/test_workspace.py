@@ -433,3 +433,47 @@ def test_compile_reports_errors_for_the_model(tmp_path, cache):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "does not load" in out.stdout and "undefined symbol" in out.stdout
     assert "example_scale_launch(float const*, float*, float, long)" in out.stdout
+
+
+SCALE_TASK = textwrap.dedent('''\
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+
+    def get_inputs():
+        return [torch.randn(4096, 1024)]
+
+
+    def get_init_inputs():
+        return []
+    ''')
+
+
+@pytest.mark.gpu
+def test_cuda_workspace_example_kernel_builds_and_verifies(tmp_path, cache):
+    """The CUDA example kernel that init-workspace writes is a working kernel, end to end."""
+    ws = init_workspace(make_task(tmp_path, SCALE_TASK, "scale"), tmp_path / "ws", device="cuda",
+                        cache_dir=cache)
+    (ws / "model_new.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+
+        import cuda_extension
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return cuda_extension.example_scale_forward(x, 2.0)
+        """))
+    env = agent_env(cache)
+    out = agent(ws, env, "bash", "utils/compile.sh")
+    assert out.returncode == 0 and "compiled OK" in out.stdout, out.stdout + out.stderr
+    out = agent(ws, env, "python3", "-m", "utils.verification")
+    assert out.returncode == 0 and out.stdout.startswith("verification: PASSED"), out.stdout + out.stderr
+    out = agent(ws, env, "python3", "-m", "utils.profiling", "--json")
+    res = json.loads(out.stdout)
+    assert res["correct"] is True and res["reward"] >= 1 and res["device"]["type"] == "cuda"

@@ -102,6 +102,26 @@ def _compare_tensor(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: flo
     return None
 
 
+def error_stats(ref: Any, out: Any) -> dict[str, float]:
+    """Worst absolute error and worst relative error norm over the floating tensors of a passing
+    output: how much precision the candidate traded (TF32, fp16 internal math) within tolerance."""
+    from cuda_agent.evaluate.transport import tensors_of
+
+    worst_abs, worst_rel = 0.0, 0.0
+    for r, o in zip(tensors_of(ref), tensors_of(out)):
+        if not r.is_floating_point() or r.numel() == 0:
+            continue
+        wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+        finite = torch.isfinite(r)
+        rf = r.to(wide).masked_fill(~finite, 0)
+        diff = o.to(wide).masked_fill(~finite, 0) - rf
+        worst_abs = max(worst_abs, float(diff.abs().max()))
+        ref_norm = float(torch.linalg.vector_norm(rf))
+        if ref_norm > 0:
+            worst_rel = max(worst_rel, float(torch.linalg.vector_norm(diff)) / ref_norm)
+    return {"max_abs": worst_abs, "rel_norm": worst_rel}
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (NaN-safe): used to prove inputs were not modified."""
     if a.shape != b.shape or a.dtype != b.dtype:

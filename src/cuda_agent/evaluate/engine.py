@@ -319,7 +319,7 @@ class _Evaluation:
             if prep["skip"]:
                 rec["skipped"] = "reference not finite on stressed inputs"
                 continue
-            code = self._trial(judge, candidate, key, prep["spec"])
+            code = self._trial(judge, candidate, key, prep["spec"], rec)
             rec["passed"] = code is None
             if code is not None:
                 if stress is not None and code is Code.OUTPUT_MISMATCH:
@@ -334,7 +334,18 @@ class _Evaluation:
         else:
             self.res.add(Code.TIMING_SKIPPED, "timing was switched off; the reward is at most 1")
 
-    def _trial(self, judge: _Worker, candidate: _Worker, key: str, spec: dict) -> Code | None:
+    def _record_error(self, verdict: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+        err = verdict.get("error")
+        if not isinstance(err, dict):
+            return
+        stats = {k: float(err.get(k, 0.0)) for k in ("max_abs", "rel_norm")}
+        if rec is not None:
+            rec["error"] = stats
+        worst = self.res.errors or {"max_abs": 0.0, "rel_norm": 0.0}
+        self.res.errors = {k: max(worst[k], stats[k]) for k in worst}
+
+    def _trial(self, judge: _Worker, candidate: _Worker, key: str, spec: dict,
+               rec: dict[str, Any]) -> Code | None:
         alloc = candidate.call("alloc", self._left(), key=key, spec=spec)
         judge.call("fill", self._left(), trial=key, spec=alloc["spec"])
         ran = candidate.call("run", self._left(), key=key)
@@ -342,6 +353,7 @@ class _Evaluation:
                              atol=self.cfg.atol, rtol=self.cfg.rtol, norm_tol=self.cfg.norm_tol)
         candidate.call("release", self._left(), keys=[key])
         if verdict["code"] is None:
+            self._record_error(verdict, rec)
             return None
         code = Code(verdict["code"])
         self.res.add(code, f"trial {key}: {verdict['message']}")
@@ -392,6 +404,7 @@ class _Evaluation:
                     verdict = judge.call("check", self._left(), trial=got["key"], out=got["out"],
                                          plain=got["plain"], atol=cfg.atol, rtol=cfg.rtol,
                                          norm_tol=cfg.norm_tol, release=False)
+                    self._record_error(verdict)
                     if verdict["code"] is not None:
                         code = Code(verdict["code"])
                         if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):

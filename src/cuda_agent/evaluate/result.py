@@ -135,6 +135,7 @@ class EvalResult:
     reasons: list[Reason] = field(default_factory=list)
     seeds: dict[str, Any] = field(default_factory=dict)
     trials: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, float] | None = None  # worst max_abs / rel_norm error over passing comparisons
     phases_s: dict[str, float] = field(default_factory=dict)
     candidate_output: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
