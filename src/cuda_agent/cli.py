@@ -96,12 +96,20 @@ def _fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+def _console(stderr: bool = False):
+    """A rich console; when the stream is not a terminal (a pipe, a log), lines are not wrapped at
+    80 columns, so tables stay readable in logs."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr) if stream.isatty() else Console(stderr=stderr, width=160)
+
+
 def print_result(result, console=None) -> None:
     """A readable summary of one EvalResult: times, speedups, verdict, reasons."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or _console()
     table = Table(title=f"{result.task}  <-  {result.candidate}", title_justify="left")
     for col in ("", "median ms", "IQR ms", "calls", "speedup"):
         table.add_column(col, justify="right" if col else "left")
@@ -155,7 +163,6 @@ def cmd_workspace(args: argparse.Namespace) -> int:
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
@@ -170,7 +177,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
     examples = [get_example(n) for n in args.only] if args.only else list_examples()
     jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()
             if args.form in (None, form)]
-    err = Console(stderr=True)
+    err = _console(stderr=True)
     results = []
     with _stdout_reserved(args.json), Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -196,7 +203,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
                       _fmt_x(r.speedup_eager), _fmt_x(r.speedup_compile),
                       f"{r.phases_s.get('total', 0):.1f}",
                       ", ".join(x.code.value for x in r.reasons) or "-")
-    Console().print(table)
+    _console().print(table)
     return 0
 
 
