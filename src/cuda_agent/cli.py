@@ -167,12 +167,12 @@ def cmd_examples(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from cuda_agent.evaluate import evaluate, load_candidate
-    from cuda_agent.evaluate.engine import _resolve_device
+    from cuda_agent.evaluate.device import resolve_device
     from cuda_agent.examples import get_example, list_examples
     from cuda_agent.tasks import load_task
 
     config = _config(args)
-    device = _resolve_device(config.device)
+    device = resolve_device(config.device)
     config.device = device
     examples = [get_example(n) for n in args.only] if args.only else list_examples()
     jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()

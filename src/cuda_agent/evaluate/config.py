@@ -54,6 +54,9 @@ class EvalConfig:
     """Wall-clock limit of building the candidate's extension."""
     cache_dir: Path = field(default_factory=default_cache_dir)
     """Build cache and compiled extensions, shared by all evaluations."""
+    work_dir: Path | None = None
+    """Where an evaluation stages its files and shared buffers (removed when it ends). Default: the
+    system's temporary directory for staging and /dev/shm for buffers."""
     output_limit: int = 16384
     """Bytes of the candidate's stdout/stderr kept (head and tail); the rest is counted and dropped."""
 
@@ -78,6 +81,8 @@ class EvalConfig:
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
             raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
         self.cache_dir = Path(self.cache_dir)
+        if self.work_dir is not None:
+            self.work_dir = Path(self.work_dir)
 
     @property
     def n_seeds(self) -> int:
@@ -86,4 +91,5 @@ class EvalConfig:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["cache_dir"] = str(self.cache_dir)
+        d["work_dir"] = None if self.work_dir is None else str(self.work_dir)
         return d

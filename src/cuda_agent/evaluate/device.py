@@ -5,34 +5,44 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 from functools import lru_cache
 from typing import Any
 
 
-def cuda_available() -> bool:
-    """True when torch sees a CUDA device. Imports torch; call only where torch is needed anyway."""
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    return device
-
-
-@lru_cache(maxsize=None)
-def _driver_version() -> str | None:
+def nvidia_smi(*args: str) -> str | None:
+    """First line of `nvidia-smi ARGS`, or None where there is no working nvidia-smi."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> `cuda` when a GPU is present, else `cpu`; without importing torch where it is not
+    loaded yet (the harness stays light): a GPU that nvidia-smi lists counts."""
+    if device != "auto":
+        return device
+    if "torch" in sys.modules:
+        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
+    listed = nvidia_smi("-L")
+    return "cuda" if listed and listed.startswith("GPU") else "cpu"
+
+
+@lru_cache(maxsize=None)
+def cuda_arch() -> str | None:
+    """Compute capability of the first GPU ("9.0"), the build's target architecture."""
+    return nvidia_smi("--query-gpu=compute_cap", "--format=csv,noheader")
+
+
+@lru_cache(maxsize=None)
+def _driver_version() -> str | None:
+    return nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader")
 
 
 def device_info(device: str) -> dict[str, Any]:

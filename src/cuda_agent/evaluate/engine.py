@@ -28,6 +28,7 @@ from cuda_agent.evaluate.build import BuildResult, _package_root, build_extensio
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from cuda_agent.evaluate.config import EvalConfig
+from cuda_agent.evaluate.device import cuda_arch, resolve_device
 from cuda_agent.evaluate.result import Code, EvalResult, TimeStats
 from cuda_agent.evaluate.reward import milestone_reward
 from cuda_agent.tasks import Task
@@ -143,11 +144,12 @@ class _Worker:
         return f"{self.role} process {how} during `{cmd}` without answering" + (f"; stderr:\n{tail}" if tail else "")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # The whole process group, even when the worker itself has exited: whatever it started
+        # (a background thread's subprocess, a compiler) must not outlive the evaluation.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -164,36 +166,6 @@ class _Worker:
         self.kill()  # the whole process group: nothing the candidate started survives
         self.stdout.join(timeout=2)
         self.stderr.join(timeout=2)
-
-
-def _resolve_device(device: str) -> str:
-    """`auto` without importing torch in the harness: a GPU that nvidia-smi lists."""
-    if device != "auto":
-        return device
-    if "torch" in sys.modules:
-        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
-    exe = shutil.which("nvidia-smi")
-    if exe:
-        try:
-            out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
-            if out.returncode == 0 and "GPU" in out.stdout:
-                return "cuda"
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return "cpu"
-
-
-def _cuda_arch() -> str | None:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if out.returncode == 0 and lines else None
 
 
 def _shm_root() -> str | None:
@@ -221,10 +193,11 @@ class _Evaluation:
         self.seeds = {"trials": seeds[:t], "stress": seeds[t:t + s], "init": seeds[t + s],
                       "timing": seeds[t + s + 1]}
         self.res.seeds = {**self.seeds, "all": seeds}
-        self.device = _resolve_device(self.cfg.device)
+        self.device = resolve_device(self.cfg.device)
         self.res.device = {"type": self.device}
-        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-eval-"))
-        shm = Path(tempfile.mkdtemp(prefix="cuda-agent-shm-", dir=_shm_root()))
+        work = self.cfg.work_dir
+        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-eval-", dir=work))
+        shm = Path(tempfile.mkdtemp(prefix="cuda-agent-shm-", dir=work or _shm_root()))
         try:
             self._run(tmp, shm)
         except WorkerFailure as f:
@@ -263,7 +236,7 @@ class _Evaluation:
 
         # Build on a thread while the judge sets the reference up.
         t0 = time.monotonic()
-        arch = _cuda_arch() if self.device == "cuda" else None
+        arch = cuda_arch() if self.device == "cuda" else None
         with ThreadPoolExecutor(1) as pool:
             fut = pool.submit(build_extension, self.cand, self.device, arch, cfg.cache_dir,
                               cfg.build_timeout_s)
@@ -322,9 +295,6 @@ class _Evaluation:
             code = self._trial(judge, candidate, key, prep["spec"], rec)
             rec["passed"] = code is None
             if code is not None:
-                if stress is not None and code is Code.OUTPUT_MISMATCH:
-                    self.res.reasons[-1] = type(self.res.reasons[-1])(Code.STRESS_MISMATCH,
-                                                                      self.res.reasons[-1].message)
                 self._phase("correctness", t0)
                 return
         self._phase("correctness", t0)
@@ -356,6 +326,8 @@ class _Evaluation:
             self._record_error(verdict, rec)
             return None
         code = Code(verdict["code"])
+        if rec["stress"] and code is Code.OUTPUT_MISMATCH:
+            code = Code.STRESS_MISMATCH  # right on the task's inputs, wrong beyond them
         self.res.add(code, f"trial {key}: {verdict['message']}")
         return code
 

@@ -74,9 +74,8 @@ def describe(value: Any) -> dict[str, Any]:
         return {"t": "none"}
     if isinstance(value, str):
         return {"t": "str", "v": value}
-    if isinstance(value, (list, tuple)):
-        return {"t": type(value).__name__ if type(value) in (list, tuple) else "other",
-                "items": [describe(v) for v in value]}
+    if type(value) in (list, tuple):  # exact types: a namedtuple would not rebuild as itself
+        return {"t": type(value).__name__, "items": [describe(v) for v in value]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"t": "dict", "items": {k: describe(v) for k, v in value.items()}}
     return {"t": "other", "type": type(value).__qualname__}
@@ -110,9 +109,9 @@ class Exporter:
         if self.device.type == "cuda":
             return torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
         nbytes = _storage_nbytes(shape, stride, dtype)
-        flat = self._shm_tensor(max(nbytes, 1))
-        return flat[:nbytes].view(dtype).as_strided(shape, stride) if nbytes else \
-            torch.empty_strided(shape, stride, dtype=dtype)
+        if nbytes == 0:
+            return torch.empty_strided(shape, stride, dtype=dtype)
+        return self._shm_tensor(nbytes)[:nbytes].view(dtype).as_strided(shape, stride)
 
     def _shm_tensor(self, nbytes: int) -> torch.Tensor:
         path = self.shm_dir / f"buf{os.getpid()}_{next(self._ids)}"

@@ -190,9 +190,9 @@ def _probe(so_path: Path) -> tuple[list[str] | None, str]:
 def _compile(candidate, device: str, as_json: bool) -> int:
     from cuda_agent.evaluate.build import build_extension
     from cuda_agent.evaluate.config import EvalConfig
-    from cuda_agent.evaluate.engine import _cuda_arch, _resolve_device
+    from cuda_agent.evaluate.device import cuda_arch, resolve_device
 
-    device = _resolve_device(device)
+    device = resolve_device(device)
     cfg = EvalConfig(device=device)
     sources = candidate.compiled_sources
     if not sources:
@@ -201,7 +201,7 @@ def _compile(candidate, device: str, as_json: bool) -> int:
         print(json.dumps({"ok": False, "device": device, "sources": [], "message": msg}) if as_json else msg)
         return EXIT_FAILED
     # The same architecture as the evaluator's build, so this build is the one verification reuses.
-    built = build_extension(candidate, device, _cuda_arch() if device == "cuda" else None, cfg.cache_dir,
+    built = build_extension(candidate, device, cuda_arch() if device == "cuda" else None, cfg.cache_dir,
                             cfg.build_timeout_s)
     assert built is not None
     ops, load_error = _probe(built.so_path) if built.ok else (None, "")
