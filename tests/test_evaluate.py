@@ -97,6 +97,7 @@ def test_compare_rules():
     assert "relative error norm" in compare(ref, torch.zeros_like(ref), **kw).message
     assert compare(ref, ref.double(), **kw).code is Code.DTYPE_MISMATCH
     assert compare(ref, ref.t(), **kw).code is Code.SHAPE_MISMATCH
+    assert compare(ref, ref.to("meta"), **kw).code is Code.DEVICE_MISMATCH
     bad = ref.clone()
     bad[3, 7] = float("nan")
     assert compare(ref, bad, **kw).code is Code.NON_FINITE
@@ -343,6 +344,14 @@ def test_illegal_address_then_the_gpu_still_serves(tmp_path, cache_dir):
     assert codes(bad)[0] in ("illegal_memory_access", "crash"), bad.reasons
     good = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, "cuda")
     assert good.correct and good.reward >= 1, good.reasons
+
+
+@pytest.mark.gpu
+def test_output_on_the_wrong_device(tmp_path, cache_dir):
+    body = CORRECT[len(HEADER):].replace("return (x + self.bias).clamp_min(0)",
+                                         "return (x + self.bias).clamp_min(0).cpu()")
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
+    assert codes(res) == ["device_mismatch"]
 
 
 @pytest.mark.gpu

@@ -67,6 +67,8 @@ def _compare_tensor(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: flo
         return Mismatch(Code.SHAPE_MISMATCH, f"{path}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
     if out.dtype != ref.dtype:
         return Mismatch(Code.DTYPE_MISMATCH, f"{path}: dtype {out.dtype}, expected {ref.dtype}")
+    if out.device.type != ref.device.type:
+        return Mismatch(Code.DEVICE_MISMATCH, f"{path}: on {out.device.type}, expected on {ref.device.type}")
     if ref.numel() == 0:
         return None
     if not (ref.is_floating_point() or ref.is_complex()):

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,9 @@ def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
     """Workers get no secrets: only what compilers, CUDA and Python need (STYLE: pop, not unsetenv)."""
     env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
     env.update(PYTHONPATH=_package_root(), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", **extra)
+    # The judge and the candidate take turns on the CPU; OpenMP threads that spin-wait after their
+    # turn would steal cores from the other process's timed calls.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 
@@ -114,10 +118,10 @@ class _Worker:
             reply = self.chan.recv(timeout=max(timeout, 0.01))
         except ChannelTimeout:
             self.kill()
-            raise WorkerFailure(Code.TIMEOUT, f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
+            raise WorkerFailure(self._fault(Code.TIMEOUT), f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
                                 "(hang, deadlock or far too slow); the process was killed") from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
-            raise WorkerFailure(Code.CRASH, self._death(cmd)) from None
+            raise WorkerFailure(self._fault(Code.CRASH), self._death(cmd)) from None
         except ChannelError as exc:
             self.kill()
             raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: {exc}") from None
@@ -128,6 +132,10 @@ class _Worker:
         except ValueError:
             raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: unknown reason code") from None
         raise WorkerFailure(code, str(reply.get("message", ""))[:20000])
+
+    def _fault(self, code: Code) -> Code:
+        """A hang or crash of the judge is the evaluator's failure, not the candidate's."""
+        return Code.INFRA_ERROR if self.role == "judge" else code
 
     def _death(self, cmd: str) -> str:
         try:
@@ -202,6 +210,9 @@ class _Evaluation:
             self._run(tmp, shm)
         except WorkerFailure as f:
             self.res.add(f.code, f.message)
+        except Exception as exc:  # a bug of ours, or a system fault: a verdict all the same
+            self.res.add(Code.INFRA_ERROR, "the evaluator failed: " + "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
             for w in self.workers:
                 w.close()
@@ -247,7 +258,7 @@ class _Evaluation:
                                    init_seed=self.seeds["init"], shm_dir=str(shm))
             except WorkerFailure as f:
                 fut.cancel()
-                if f.code in (Code.TIMEOUT, Code.CRASH):
+                if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
                     f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
                 raise f
             finally:
@@ -263,7 +274,6 @@ class _Evaluation:
 
         # Load the candidate (single files build their inline extensions here).
         t0 = time.monotonic()
-        self.deadline = time.monotonic() + cfg.build_timeout_s + cfg.timeout_s
         try:
             loaded = candidate.call("load", cfg.build_timeout_s, stage_dir=str(stage_dir),
                                     extension=str(built.so_path) if built else None,

@@ -42,6 +42,7 @@ class Code(str, enum.Enum):
     STRUCTURE_MISMATCH = "structure_mismatch"
     SHAPE_MISMATCH = "shape_mismatch"
     DTYPE_MISMATCH = "dtype_mismatch"
+    DEVICE_MISMATCH = "device_mismatch"
     NOT_PLAIN_TENSOR = "not_plain_tensor"
     NON_FINITE = "non_finite"
     OUTPUT_MISMATCH = "output_mismatch"

@@ -195,7 +195,7 @@ class Judge:
         t = self.trials[trial]
         try:
             got = self._received(out)
-        except SpecError as exc:
+        except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
             return {"code": Code.STRUCTURE_MISMATCH.value,
                     "message": f"the candidate's output cannot be received: {exc}"}
         self.timer.sync()
