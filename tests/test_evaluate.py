@@ -107,6 +107,26 @@ def test_compare_rules():
     assert compare(ints, ints + (ints == 3), **kw).code is Code.OUTPUT_MISMATCH
 
 
+def test_compare_in_chunks(monkeypatch):
+    import torch
+
+    from cuda_agent.evaluate import compare as cmp
+
+    monkeypatch.setattr(cmp, "CHUNK", 1000)
+    kw = dict(atol=1e-2, rtol=1e-2, norm_tol=5e-2)
+    ref = torch.rand(50, 70, generator=torch.Generator().manual_seed(1))
+    ref[0, 3] = float("inf")
+    keep = ref.clone()
+    out = ref.clone()
+    out[40, 2] += 0.5  # in the third chunk
+    m = cmp.compare(ref, out, **kw)
+    assert m.code is Code.OUTPUT_MISMATCH and "1 of 3500" in m.message and "(40, 2)" in m.message
+    stats = {}
+    assert cmp.compare(ref, ref * (1 + 1e-4), stats=stats, **kw) is None
+    assert 0 < stats["rel_norm"] < 2e-4 and 0 < stats["max_abs"] < 2e-4
+    assert torch.equal(ref, keep)  # the reference is never modified by a comparison
+
+
 # --- end to end ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -17,31 +17,39 @@ class Mismatch:
     message: str
 
 
+# Elements per chunk of a comparison: the judge's temporary memory stays a few hundred MB whatever
+# the output's size (a 4 GB output compared whole needs several times that).
+CHUNK = 1 << 24
+
+
 def compare(ref: Any, out: Any, *, atol: float, rtol: float, norm_tol: float,
-            path: str = "output") -> Mismatch | None:
+            path: str = "output", stats: dict[str, float] | None = None) -> Mismatch | None:
     """The first difference between `out` and `ref`, or None when they agree within tolerance.
 
-    Structure, type, shape and dtype must match exactly; values must satisfy allclose(atol, rtol)
-    element-wise, have no NaN/Inf where the reference is finite, and a relative error norm
-    ||out - ref|| / ||ref|| of at most `norm_tol` (so degenerate answers such as all zeros fail).
+    Structure, type, shape, dtype and device must match exactly; values must satisfy
+    allclose(atol, rtol) element-wise, have no NaN/Inf where the reference is finite, and a relative
+    error norm ||out - ref|| / ||ref|| of at most `norm_tol` (so degenerate answers such as all zeros
+    fail). When `stats` is given, it receives the worst `max_abs` error and `rel_norm` seen: how much
+    precision a passing candidate traded (TF32, fp16 internal math) within tolerance.
     """
+    kw = dict(atol=atol, rtol=rtol, norm_tol=norm_tol, stats=stats)
     if isinstance(ref, torch.Tensor):
         if not isinstance(out, torch.Tensor):
             return Mismatch(Code.STRUCTURE_MISMATCH, f"{path}: expected a tensor, got {_kind(out)}")
-        return _compare_tensor(ref, out, atol, rtol, norm_tol, path)
+        return _compare_tensor(ref, out, path=path, **kw)
     if isinstance(ref, (list, tuple)):
         if type(out) is not type(ref) or len(out) != len(ref):
             return Mismatch(Code.STRUCTURE_MISMATCH,
                             f"{path}: expected a {type(ref).__name__} of {len(ref)} items, got {_kind(out)}")
         for i, (r, o) in enumerate(zip(ref, out)):
-            if m := compare(r, o, atol=atol, rtol=rtol, norm_tol=norm_tol, path=f"{path}[{i}]"):
+            if m := compare(r, o, path=f"{path}[{i}]", **kw):
                 return m
         return None
     if isinstance(ref, dict):
         if not isinstance(out, dict) or set(out) != set(ref):
             return Mismatch(Code.STRUCTURE_MISMATCH, f"{path}: expected a dict with keys {sorted(ref)}")
         for k in ref:
-            if m := compare(ref[k], out[k], atol=atol, rtol=rtol, norm_tol=norm_tol, path=f"{path}[{k!r}]"):
+            if m := compare(ref[k], out[k], path=f"{path}[{k!r}]", **kw):
                 return m
         return None
     if isinstance(ref, (int, float)) and not isinstance(ref, bool):
@@ -61,67 +69,61 @@ def _kind(x: Any) -> str:
     return type(x).__name__
 
 
-def _compare_tensor(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float,
-                    norm_tol: float, path: str) -> Mismatch | None:
+def _compare_tensor(ref: torch.Tensor, out: torch.Tensor, *, atol: float, rtol: float,
+                    norm_tol: float, path: str, stats: dict[str, float] | None) -> Mismatch | None:
     if out.shape != ref.shape:
         return Mismatch(Code.SHAPE_MISMATCH, f"{path}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
     if out.dtype != ref.dtype:
         return Mismatch(Code.DTYPE_MISMATCH, f"{path}: dtype {out.dtype}, expected {ref.dtype}")
     if out.device.type != ref.device.type:
         return Mismatch(Code.DEVICE_MISMATCH, f"{path}: on {out.device.type}, expected on {ref.device.type}")
-    if ref.numel() == 0:
+    n = ref.numel()
+    if n == 0:
         return None
+    r, o = ref.reshape(-1), out.reshape(-1)
     if not (ref.is_floating_point() or ref.is_complex()):
-        if not torch.equal(out, ref):
-            bad = int((out != ref).sum())
-            return Mismatch(Code.OUTPUT_MISMATCH, f"{path}: {bad} of {ref.numel()} elements differ (exact dtype {ref.dtype})")
+        bad = sum(int((o[s:s + CHUNK] != r[s:s + CHUNK]).sum()) for s in range(0, n, CHUNK))
+        if bad:
+            return Mismatch(Code.OUTPUT_MISMATCH, f"{path}: {bad} of {n} elements differ (exact dtype {ref.dtype})")
         return None
-    ref_finite = torch.isfinite(ref)
-    bad_nonfinite = int((~torch.isfinite(out) & ref_finite).sum())
-    if bad_nonfinite:
-        return Mismatch(Code.NON_FINITE, f"{path}: {bad_nonfinite} NaN/Inf values where the reference is finite")
-    wide = torch.float64 if ref.dtype == torch.float64 else torch.float32
-    r, o = ref.to(wide), out.to(wide)
-    close = torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
-    n_bad = int((~close).sum())
-    if n_bad:
-        diff = (o - r).abs().masked_fill(~ref_finite, 0)
-        worst = int(diff.argmax())
-        idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape))
+    wide = ref.dtype if ref.dtype in (torch.float64, torch.complex64, torch.complex128) else torch.float32
+    nonfinite = not_close = 0
+    worst_diff, worst_at = -1.0, 0
+    max_abs = diff_sq = ref_sq = 0.0
+    for s in range(0, n, CHUNK):
+        rc, oc = r[s:s + CHUNK].to(wide), o[s:s + CHUNK].to(wide)
+        finite = torch.isfinite(rc)
+        nonfinite += int((~torch.isfinite(oc) & finite).sum())
+        close = torch.isclose(oc, rc, rtol=rtol, atol=atol, equal_nan=True)
+        diff = (oc - rc).masked_fill_(~finite, 0)
+        adiff = diff.abs()
+        if (bad := int((~close).sum())):
+            not_close += bad
+            masked = adiff.masked_fill(close, -1)
+            i = int(masked.argmax())
+            if float(masked[i]) > worst_diff:
+                worst_diff, worst_at = float(masked[i]), s + i
+        max_abs = max(max_abs, float(adiff.max()))
+        diff_sq += float(torch.linalg.vector_norm(diff)) ** 2
+        ref_sq += float(torch.linalg.vector_norm(rc.masked_fill(~finite, 0))) ** 2  # rc may alias ref
+    if nonfinite:
+        return Mismatch(Code.NON_FINITE, f"{path}: {nonfinite} NaN/Inf values where the reference is finite")
+    if not_close:
+        idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst_at), ref.shape))
         return Mismatch(
             Code.OUTPUT_MISMATCH,
-            f"{path}: {n_bad} of {ref.numel()} elements differ beyond atol={atol}, rtol={rtol}; "
-            f"largest at {idx}: got {o.flatten()[worst].item():.6g}, expected {r.flatten()[worst].item():.6g}",
+            f"{path}: {not_close} of {n} elements differ beyond atol={atol}, rtol={rtol}; "
+            f"largest at {idx}: got {o[worst_at].item():.6g}, expected {r[worst_at].item():.6g}",
         )
-    rf, of = r.masked_fill(~ref_finite, 0), o.masked_fill(~ref_finite, 0)
-    ref_norm = float(torch.linalg.vector_norm(rf))
-    if ref_norm > 0:
-        rel = float(torch.linalg.vector_norm(of - rf)) / ref_norm
-        if not rel <= norm_tol:
-            return Mismatch(Code.OUTPUT_MISMATCH,
-                            f"{path}: relative error norm {rel:.3g} exceeds {norm_tol:g} "
-                            "(element-wise within tolerance, but wrong overall)")
+    rel = math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else 0.0
+    if not rel <= norm_tol:
+        return Mismatch(Code.OUTPUT_MISMATCH,
+                        f"{path}: relative error norm {rel:.3g} exceeds {norm_tol:g} "
+                        "(element-wise within tolerance, but wrong overall)")
+    if stats is not None:
+        stats["max_abs"] = max(stats.get("max_abs", 0.0), max_abs)
+        stats["rel_norm"] = max(stats.get("rel_norm", 0.0), rel)
     return None
-
-
-def error_stats(ref: Any, out: Any) -> dict[str, float]:
-    """Worst absolute error and worst relative error norm over the floating tensors of a passing
-    output: how much precision the candidate traded (TF32, fp16 internal math) within tolerance."""
-    from cuda_agent.evaluate.transport import tensors_of
-
-    worst_abs, worst_rel = 0.0, 0.0
-    for r, o in zip(tensors_of(ref), tensors_of(out)):
-        if not r.is_floating_point() or r.numel() == 0:
-            continue
-        wide = torch.float64 if r.dtype == torch.float64 else torch.float32
-        finite = torch.isfinite(r)
-        rf = r.to(wide).masked_fill(~finite, 0)
-        diff = o.to(wide).masked_fill(~finite, 0) - rf
-        worst_abs = max(worst_abs, float(diff.abs().max()))
-        ref_norm = float(torch.linalg.vector_norm(rf))
-        if ref_norm > 0:
-            worst_rel = max(worst_rel, float(torch.linalg.vector_norm(diff)) / ref_norm)
-    return {"max_abs": worst_abs, "rel_norm": worst_rel}
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -189,7 +189,7 @@ class Judge:
 
     def cmd_check(self, trial: str, out: dict[str, Any], plain: bool, atol: float, rtol: float,
                   norm_tol: float, release: bool = True) -> dict[str, Any]:
-        from cuda_agent.evaluate.compare import compare, error_stats, same_bits
+        from cuda_agent.evaluate.compare import compare, same_bits
         from cuda_agent.evaluate.transport import SpecError, tensors_of
 
         t = self.trials[trial]
@@ -209,10 +209,12 @@ class Judge:
             if not plain:
                 result = {"code": Code.NOT_PLAIN_TENSOR.value,
                           "message": "outputs must be plain torch.Tensor objects, not subclasses or proxies"}
-            elif m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol):
-                result = {"code": m.code.value, "message": m.message}
             else:
-                result["error"] = error_stats(t["ref"], got)
+                stats: dict[str, float] = {"max_abs": 0.0, "rel_norm": 0.0}
+                if m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol, stats=stats):
+                    result = {"code": m.code.value, "message": m.message}
+                else:
+                    result["error"] = stats
         del got
         if release:  # a finished trial: free its inputs, reference and mapped buffers
             del self.trials[trial]
