@@ -33,6 +33,18 @@ CORRECT = HEADER + textwrap.dedent("""
     """)
 
 
+def returning(expr: str, prelude: str = "") -> str:
+    """A ModelNew like the correct one whose forward returns `expr` (x is the input)."""
+    return prelude + textwrap.dedent(f"""
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            return {expr}
+    """)
+
+
 def candidate(tmp_path: Path, body: str, name: str = "cand.py") -> Path:
     p = tmp_path / name
     p.write_text(HEADER + textwrap.dedent(body))
@@ -162,59 +174,17 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
 
 @pytest.mark.parametrize("body,code", [
     # wrong value
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x + self.bias).clamp_min(0.05)
-     """, "output_mismatch"),
+    (returning("(x + self.bias).clamp_min(0.05)"), "output_mismatch"),
     # wrong shape
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x + self.bias).clamp_min(0)[:, :-1]
-     """, "shape_mismatch"),
+    (returning("(x + self.bias).clamp_min(0)[:, :-1]"), "shape_mismatch"),
     # wrong dtype
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x + self.bias).clamp_min(0).double()
-     """, "dtype_mismatch"),
+    (returning("(x + self.bias).clamp_min(0).double()"), "dtype_mismatch"),
     # a tuple where a tensor is expected
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return ((x + self.bias).clamp_min(0),)
-     """, "structure_mismatch"),
+    (returning("((x + self.bias).clamp_min(0),)"), "structure_mismatch"),
     # writes into its input
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return x.add_(self.bias).clamp_min_(0)
-     """, "input_modified"),
+    (returning("x.add_(self.bias).clamp_min_(0)"), "input_modified"),
     # correct only on the task's distribution (randn): breaks on scaled inputs
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x.clamp(-6, 6) + self.bias).clamp_min(0)
-     """, "stress_mismatch"),
+    (returning("(x.clamp(-6, 6) + self.bias).clamp_min(0)"), "stress_mismatch"),
     # parameters under other names: the reference weights cannot be loaded strictly
     ("""
      class ModelNew(nn.Module):
@@ -225,16 +195,8 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
              return (x + self.b).clamp_min(0)
      """, "state_dict_mismatch"),
     # an output subclass
-    ("""
-     class Sneaky(torch.Tensor):
-         pass
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x + self.bias).clamp_min(0).as_subclass(Sneaky)
-     """, "not_plain_tensor"),
+    (returning("(x + self.bias).clamp_min(0).as_subclass(Sneaky)",
+               "class Sneaky(torch.Tensor):\n    pass\n"), "not_plain_tensor"),
     # an exception in forward
     ("""
      class ModelNew(nn.Module):

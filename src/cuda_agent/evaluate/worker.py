@@ -68,6 +68,15 @@ def _from_cpp_extension(exc: BaseException) -> bool:
     return False
 
 
+def _import_file(name: str, path: Path):
+    """Import the module file `path` (source or extension) as `name`, registered in sys.modules."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _device(name: str):
     import torch
 
@@ -276,18 +285,11 @@ class Runner:
         sys.path.insert(0, stage_dir)
         if extension:
             try:
-                spec = importlib.util.spec_from_file_location("cuda_extension", extension)
-                ext = importlib.util.module_from_spec(spec)
-                sys.modules["cuda_extension"] = ext
-                spec.loader.exec_module(ext)
+                _import_file("cuda_extension", Path(extension))
             except Exception as exc:
                 raise Failure(Code.LOAD_ERROR, f"the built extension failed to load:\n{_trace(exc)}")
-        path = Path(stage_dir) / "model_new.py"
         try:
-            spec = importlib.util.spec_from_file_location("model_new", path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules["model_new"] = mod
-            spec.loader.exec_module(mod)
+            mod = _import_file("model_new", Path(stage_dir) / "model_new.py")
         except Exception as exc:
             code = Code.COMPILE_ERROR if _from_cpp_extension(exc) else Code.LOAD_ERROR
             raise Failure(code, f"importing model_new.py failed:\n{_trace(exc)}")
