@@ -20,7 +20,7 @@ import base64
 import itertools
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -55,15 +55,16 @@ def _ints(x: Any, what: str) -> list[int]:
 
 # --- describing values (no data) -------------------------------------------------------------------
 
-def describe(value: Any) -> dict[str, Any]:
-    """The spec of `value` without buffers: what the peer must allocate to receive it."""
+def tensor_spec(t: torch.Tensor) -> dict[str, Any]:
+    """A tensor's spec without data: what the peer must allocate to receive it."""
+    return {"t": "tensor", "dtype": dtype_name(t.dtype), "shape": list(t.shape), "stride": list(t.stride())}
+
+
+def describe(value: Any, leaf: Callable[[torch.Tensor], dict[str, Any]] = tensor_spec) -> dict[str, Any]:
+    """The spec of `value`, each tensor written by `leaf`: by default without buffers (what the peer
+    must allocate); `Exporter.export` gives descriptors of the data, `inline_tensor` the bytes."""
     if isinstance(value, torch.Tensor):
-        return {
-            "t": "tensor",
-            "dtype": dtype_name(value.dtype),
-            "shape": list(value.shape),
-            "stride": list(value.stride()),
-        }
+        return leaf(value)
     if isinstance(value, bool):
         return {"t": "bool", "v": value}
     if isinstance(value, int):
@@ -75,9 +76,9 @@ def describe(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"t": "str", "v": value}
     if type(value) in (list, tuple):  # exact types: a namedtuple would not rebuild as itself
-        return {"t": type(value).__name__, "items": [describe(v) for v in value]}
+        return {"t": type(value).__name__, "items": [describe(v, leaf) for v in value]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {"t": "dict", "items": {k: describe(v) for k, v in value.items()}}
+        return {"t": "dict", "items": {k: describe(v, leaf) for k, v in value.items()}}
     return {"t": "other", "type": type(value).__qualname__}
 
 
@@ -124,7 +125,7 @@ class Exporter:
 
     def export(self, t: torch.Tensor) -> dict[str, Any]:
         """Descriptor of tensor `t`. CPU tensors not already in shared memory are copied into it."""
-        spec = describe(t)
+        spec = tensor_spec(t)
         if t.device.type == "cuda":
             storage = t.untyped_storage()
             (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
@@ -153,7 +154,7 @@ class Exporter:
         """Descriptor of a tensor made by `empty()`, without copying (so writes reach it)."""
         if t.device.type == "cuda":
             return self.export(t)
-        spec = describe(t)
+        spec = tensor_spec(t)
         base = next((k for k in self._keep if isinstance(k, torch.Tensor)
                      and k.data_ptr() == t.untyped_storage().data_ptr()), None)
         if base is None:  # zero-sized tensor: nothing to share
@@ -291,38 +292,19 @@ def build(spec: Any, make_tensor) -> Any:
     raise SpecError(f"value of kind {t!r} ({spec.get('type', '?')}) cannot cross the boundary")
 
 
-def export_value(value: Any, exporter: Exporter) -> dict[str, Any]:
-    """Spec of `value` with every tensor exported (candidate side)."""
-    if isinstance(value, torch.Tensor):
-        return exporter.export(value)
-    spec = describe(value)
-    if spec["t"] in ("list", "tuple"):
-        spec["items"] = [export_value(v, exporter) for v in value]
-    elif spec["t"] == "dict":
-        spec["items"] = {k: export_value(v, exporter) for k, v in value.items()}
-    return spec
-
-
 # --- small values carried inside the message itself ------------------------------------------------
 
 INLINE_LIMIT = 16 * 1024 * 1024
 
 
-def to_inline(value: Any) -> dict[str, Any]:
-    """Spec of a small value with tensor bytes inside the message (a task's init inputs)."""
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        if t.numel() * t.element_size() > INLINE_LIMIT:
-            raise SpecError(f"tensor of {t.numel() * t.element_size()} bytes is too large to inline")
-        spec = describe(t)
-        spec["data"] = base64.b64encode(t.reshape(-1).view(torch.uint8).numpy().tobytes()).decode() \
-            if t.numel() else ""
-        return spec
-    spec = describe(value)
-    if spec["t"] in ("list", "tuple"):
-        spec["items"] = [to_inline(v) for v in value]
-    elif spec["t"] == "dict":
-        spec["items"] = {k: to_inline(v) for k, v in value.items()}
+def inline_tensor(t: torch.Tensor) -> dict[str, Any]:
+    """A tensor's spec with its bytes inside the message (a task's init inputs)."""
+    t = t.detach().cpu().contiguous()
+    if t.numel() * t.element_size() > INLINE_LIMIT:
+        raise SpecError(f"tensor of {t.numel() * t.element_size()} bytes is too large to inline")
+    spec = tensor_spec(t)
+    spec["data"] = base64.b64encode(t.reshape(-1).view(torch.uint8).numpy().tobytes()).decode() \
+        if t.numel() else ""
     return spec
 
 

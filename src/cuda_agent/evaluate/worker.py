@@ -102,7 +102,7 @@ class Judge:
 
         from cuda_agent.evaluate.device import device_info
         from cuda_agent.evaluate.timing import Timer
-        from cuda_agent.evaluate.transport import Importer, describe, to_inline
+        from cuda_agent.evaluate.transport import Importer, describe, inline_tensor
 
         self.device = _device(device)
         if self.device.type == "cuda":
@@ -122,7 +122,7 @@ class Judge:
         self.timer = Timer(self.device)
         return {
             "device": device_info(self.device.type),
-            "init_inputs": to_inline(list(init_inputs)),
+            "init_inputs": describe(list(init_inputs), inline_tensor),
             "state": {k: describe(v) for k, v in self.model.state_dict().items()},
         }
 
@@ -314,11 +314,10 @@ class Runner:
         return {}
 
     def cmd_alloc(self, key: str, spec: dict[str, Any]) -> dict[str, Any]:
-        from cuda_agent.evaluate.transport import build, export_value
+        from cuda_agent.evaluate.transport import build, describe
 
         self.values[key] = value = build(spec, self.exporter.empty)
-        out = export_value(value, _AllocatedExporter(self.exporter))
-        return {"spec": out}
+        return {"spec": describe(value, self.exporter.export_allocated)}
 
     def _call(self, args: list[Any]) -> Any:
         import torch
@@ -331,10 +330,10 @@ class Runner:
     def _export_out(self, out: Any) -> dict[str, Any]:
         import torch
 
-        from cuda_agent.evaluate.transport import export_value, tensors_of
+        from cuda_agent.evaluate.transport import describe, tensors_of
 
         plain = all(type(t) is torch.Tensor for t in tensors_of(out))
-        return {"out": export_value(out, self.exporter), "plain": plain}
+        return {"out": describe(out, self.exporter.export), "plain": plain}
 
     def cmd_run(self, key: str) -> dict[str, Any]:
         self.exporter.release()  # earlier exports were received (the judge mapped or cloned them)
@@ -353,16 +352,6 @@ class Runner:
             self.values.pop(k, None)
         self.exporter.release()
         return {}
-
-
-class _AllocatedExporter:
-    """Exports tensors made by `Exporter.empty` in place (so the judge's writes reach them)."""
-
-    def __init__(self, exporter):
-        self.exporter = exporter
-
-    def export(self, t):
-        return self.exporter.export_allocated(t)
 
 
 # --- main loop -------------------------------------------------------------------------------------
