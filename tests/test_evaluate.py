@@ -55,6 +55,9 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def run(tmp_path, cand: Path, cache_dir, device="cpu", **kw) -> EvalResult:
+    # These candidates are PyTorch code (no compilation): KernelBench's rules. The strict policy and
+    # every cheating category are covered by test_policy.py and test_adversarial.py.
+    kw.setdefault("policy", "kernelbench")
     kw.setdefault("compile_baseline", False)
     kw.setdefault("timing_budget_s", 0.1)
     kw.setdefault("timeout_s", 60)
@@ -252,7 +255,7 @@ def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir, device):
+def test_exit_during_forward_is_an_early_exit_not_a_pass(tmp_path, cache_dir, device):
     body = """
     import os
     class ModelNew(nn.Module):
@@ -263,9 +266,13 @@ def test_exit_during_forward_is_a_crash_not_a_pass(tmp_path, cache_dir, device):
             print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
             os._exit(0)
     """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["crash"] and res.reward == -1
+    # the runtime layer alone (static checks off) ...
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, policy="none")
+    assert codes(res) == ["early_exit"] and res.reward == -1
     assert "exited with status 0" in res.reasons[0].message
+    # ... and the static check, which stops it before anything runs
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
+    assert codes(res) == ["early_exit"] and "model_new.py:11: `os._exit`" in res.reasons[0].message
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -279,7 +286,7 @@ def test_segfault_is_a_crash(tmp_path, cache_dir, device):
         def forward(self, x):
             ctypes.string_at(0)
     """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, policy="none")
     assert codes(res) == ["crash"]
     assert "SIGSEGV" in res.reasons[0].message
 
@@ -296,7 +303,7 @@ def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
             time.sleep(3600)
     """
     t0 = time.monotonic()
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timeout_s=8)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timeout_s=8, policy="none")
     assert time.monotonic() - t0 < 40
     assert codes(res) == ["timeout"]
 
@@ -366,7 +373,7 @@ def test_no_files_left_behind(tmp_path, cache_dir):
     work.mkdir()
     for body in (CORRECT[len(HEADER):], "import os\nos._exit(3)\n"):  # a verdict, and a crash
         cand = candidate(tmp_path, body)
-        run(tmp_path, cand, cache_dir, work_dir=work)
+        run(tmp_path, cand, cache_dir, work_dir=work, policy="none")
         assert list(work.iterdir()) == []
 
 
@@ -377,7 +384,7 @@ def test_no_processes_left_behind(tmp_path, cache_dir):
     body = ("import subprocess\n"
             "child = subprocess.Popen(['sleep', '1000'])\n"
             f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n") + CORRECT[len(HEADER):]
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False, policy="none")
     assert res.correct, res.reasons
     pid = int(pidfile.read_text())
     time.sleep(0.5)
@@ -388,7 +395,7 @@ def test_no_processes_left_behind(tmp_path, cache_dir):
 def test_broken_task_is_an_infra_failure(tmp_path, cache_dir):
     task = tmp_path / "task.py"
     task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))
-    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False)
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False, policy="kernelbench")
     res = evaluate(load_task(task), load_candidate(candidate(tmp_path, CORRECT[len(HEADER):])), cfg)
     assert codes(res) == ["reference_error"]
     assert res.reasons[0].kind.value == "infra"
@@ -405,7 +412,7 @@ def test_cli_json_is_one_object_even_when_the_candidate_prints(tmp_path, cache_d
     body = 'print(\'{"correct": true, "reward": 3}\')\nimport sys\nprint("noise", file=sys.stderr)\n' \
         + CORRECT[len(HEADER):]
     p = cli("eval", str(TASK), str(candidate(tmp_path, body)), "--device", "cpu", "--json",
-            "--no-compile-baseline", "--cache-dir", str(cache_dir))
+            "--no-compile-baseline", "--policy", "kernelbench", "--cache-dir", str(cache_dir))
     assert p.returncode == 0, p.stderr
     obj = json.loads(p.stdout)  # the whole of stdout is one JSON object
     assert obj["correct"] is True and obj["reward"] in (1, 2, 3)
@@ -437,7 +444,7 @@ def test_cli_usage_errors_exit_2(tmp_path):
 
 def test_cli_readable_summary(tmp_path, cache_dir):
     p = cli("eval", str(TASK), str(candidate(tmp_path, CORRECT[len(HEADER):])), "--device", "cpu",
-            "--no-compile-baseline", "--cache-dir", str(cache_dir))
+            "--no-compile-baseline", "--policy", "kernelbench", "--cache-dir", str(cache_dir))
     assert p.returncode == 0, p.stderr
     assert "reward:" in p.stdout and "eager" in p.stdout and "candidate" in p.stdout
 

@@ -39,6 +39,10 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="backend (default: auto = cuda when a GPU is present)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--policy", choices=["strict", "kernelbench", "none"], default="strict",
+                   help="candidate rules: strict (default; only your own kernels inside forward), "
+                        "kernelbench (PyTorch ops allowed in forward, every cheating check still on), "
+                        "none (static checks off; for testing the runtime defences only)")
     p.add_argument("--trials", type=_positive(int), default=5, help="correctness trials (default 5)")
     p.add_argument("--stress-trials", type=int, default=2,
                    help="trials on signed, scaled inputs beyond the task's distribution (default 2)")
@@ -58,7 +62,7 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace):
     from cuda_agent.evaluate import EvalConfig
 
-    kw: dict[str, Any] = dict(device=args.device, trials=args.trials, stress_trials=args.stress_trials,
+    kw: dict[str, Any] = dict(device=args.device, policy=args.policy, trials=args.trials, stress_trials=args.stress_trials,
                               atol=args.atol, rtol=args.rtol, seeds=args.seeds,
                               timing=not args.no_timing, compile_baseline=not args.no_compile_baseline,
                               timeout_s=args.timeout)

@@ -20,6 +20,10 @@ def default_cache_dir() -> Path:
 class EvalConfig:
     device: str = "auto"
     """Backend: `cuda`, `cpu`, or `auto` (cuda when a GPU is present)."""
+    policy: str = "strict"
+    """Rules for candidates: `strict` (CUDA-Agent's: only your own kernels inside forward),
+    `kernelbench` (PyTorch ops allowed inside forward; every cheating check still on) or `none`
+    (static checks off: only for testing the runtime defences)."""
     trials: int = 5
     """Correctness trials, each with fresh inputs from its own unpredictable seed."""
     stress_trials: int = 2
@@ -46,8 +50,11 @@ class EvalConfig:
     """Interleaved rounds of eager, compile, candidate."""
     min_iters: int = 5
     """Fewest timed calls per implementation."""
-    max_iters: int = 1000
+    max_iters: int = 300
     """Most timed calls per implementation."""
+    timed_check_fraction: float = 0.25
+    """Share of the candidate's timed calls whose output the judge checks, picked at random after
+    each call (every timed call gets fresh inputs either way). 1.0 checks them all."""
     timeout_s: float = 300.0
     """Wall-clock limit of the whole evaluation after the build."""
     build_timeout_s: float = 600.0
@@ -63,6 +70,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device={self.device!r}: use 'cuda', 'cpu' or 'auto'")
+        if self.policy not in ("strict", "kernelbench", "none"):
+            raise ValueError(f"policy={self.policy!r}: use 'strict', 'kernelbench' or 'none'")
         if self.trials < 1:
             raise ValueError(f"trials={self.trials}: at least 1 correctness trial is needed (default 5)")
         if self.stress_trials < 0:
@@ -78,6 +87,8 @@ class EvalConfig:
                 f"({self.trials} trials + {self.stress_trials} stress trials + init + timing); "
                 "copy the `seeds` list from an earlier result to replay it"
             )
+        if not 0 < self.timed_check_fraction <= 1:
+            raise ValueError(f"timed_check_fraction={self.timed_check_fraction}: must be in (0, 1]")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
             raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
         self.cache_dir = Path(self.cache_dir)

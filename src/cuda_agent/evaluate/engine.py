@@ -10,7 +10,9 @@ are computed here, from what the judge established and what the harness measured
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -25,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.evaluate import policy
 from cuda_agent.evaluate.build import BuildResult, _package_root, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
@@ -82,7 +85,8 @@ class _BoundedReader(threading.Thread):
 
 def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
     """Workers get no secrets: only what compilers, CUDA and Python need (STYLE: pop, not unsetenv)."""
-    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
+    env = {k: v for k, v in os.environ.items()
+           if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not k.startswith("CUDA_AGENT_")}
     env.update(PYTHONPATH=_package_root(), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", **extra)
     # The judge and the candidate take turns on the CPU; OpenMP threads that spin-wait after their
     # turn would steal cores from the other process's timed calls.
@@ -106,6 +110,7 @@ class _Worker:
         self.stdout = _BoundedReader(self.proc.stdout, output_limit)
         self.stderr = _BoundedReader(self.proc.stderr, output_limit)
         self.ready = False
+        self.seq = 0
 
     def call(self, cmd: str, timeout: float, **args: Any) -> dict[str, Any]:
         try:
@@ -114,14 +119,18 @@ class _Worker:
                 if hello.get("ready") != self.role:
                     raise ChannelError("bad greeting")
                 self.ready = True
-            self.chan.send({"cmd": cmd, "args": args})
+            self.seq += 1
+            self.chan.send({"cmd": cmd, "args": args, "seq": self.seq})
             reply = self.chan.recv(timeout=max(timeout, 0.01))
+            if reply.get("seq") != self.seq:
+                raise ChannelError(f"reply out of sequence to `{cmd}` (a forged or stale message)")
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure(self._fault(Code.TIMEOUT), f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
                                 "(hang, deadlock or far too slow); the process was killed") from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
-            raise WorkerFailure(self._fault(Code.CRASH), self._death(cmd)) from None
+            message = self._death(cmd)
+            raise WorkerFailure(self._fault(Code.CRASH), message) from None
         except ChannelError as exc:
             self.kill()
             raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: {exc}") from None
@@ -135,7 +144,11 @@ class _Worker:
 
     def _fault(self, code: Code) -> Code:
         """A hang or crash of the judge is the evaluator's failure, not the candidate's."""
-        return Code.INFRA_ERROR if self.role == "judge" else code
+        if self.role == "judge":
+            return Code.INFRA_ERROR
+        if code is Code.CRASH and self.proc.poll() == 0:
+            return Code.EARLY_EXIT  # exited "successfully" in the middle of a command
+        return code
 
     def _death(self, cmd: str) -> str:
         try:
@@ -150,6 +163,22 @@ class _Worker:
         self.stderr.join(timeout=2)
         tail = self.stderr.text()[-3000:]
         return f"{self.role} process {how} during `{cmd}` without answering" + (f"; stderr:\n{tail}" if tail else "")
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Stop the worker's whole process group (SIGSTOP) for the duration: no thread it started
+        can finish work late, or touch its buffers, while the judge reads them."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+        try:
+            yield
+        finally:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     def kill(self) -> None:
         # The whole process group, even when the worker itself has exited: whatever it started
@@ -185,6 +214,9 @@ class _Evaluation:
         self.task, self.cand, self.cfg = task, candidate, config
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
         self.workers: list[_Worker] = []
+        self.slots: dict[str, Any] = {}  # the candidate's two input slots, by name: their specs
+        self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
+        self.n_calls = 0
 
     # -- helpers --
     def _left(self) -> float:
@@ -236,14 +268,27 @@ class _Evaluation:
 
     def _run(self, tmp: Path, shm: Path) -> None:
         cfg = self.cfg
+        t0 = time.monotonic()
+        violations = policy.check(self.cand, cfg.policy)
+        self._phase("policy", t0)
+        if violations:
+            by_code: dict[Code, list[str]] = {}
+            for v in violations:
+                by_code.setdefault(v.code, []).append(str(v))
+            for code, lines in by_code.items():
+                more = f"\n... and {len(lines) - 20} more" if len(lines) > 20 else ""
+                self.res.add(code, f"policy {cfg.policy}: " + "\n".join(lines[:20]) + more)
+            return
         stage_dir = tmp / "stage"
         stage_dir.mkdir()
         stage(self.cand, stage_dir)
-        env = _scrubbed_env({"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions")})
+        env = _scrubbed_env({"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"),
+                             "TMPDIR": str(tmp)})
         judge = _Worker("judge", tmp, env, cfg.output_limit)
         self.workers.append(judge)
         candidate = _Worker("candidate", stage_dir, env, cfg.output_limit)
         self.workers.append(candidate)
+        self.judge, self.candidate = judge, candidate
 
         # Build on a thread while the judge sets the reference up.
         t0 = time.monotonic()
@@ -278,7 +323,8 @@ class _Evaluation:
             loaded = candidate.call("load", cfg.build_timeout_s, stage_dir=str(stage_dir),
                                     extension=str(built.so_path) if built else None,
                                     device=self.device, init_seed=self.seeds["init"],
-                                    init_inputs=setup["init_inputs"], shm_dir=str(shm))
+                                    init_inputs=setup["init_inputs"], shm_dir=str(shm),
+                                    policy=cfg.policy)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:
@@ -287,6 +333,7 @@ class _Evaluation:
         finally:
             self._phase("load", t0)
         self.res.compiled = True
+        self._record_precision(loaded.get("precision"))
         self.deadline = time.monotonic() + cfg.timeout_s
         judge.call("weights", self._left(), state=loaded["state"])
         candidate.call("load_weights", self._left())
@@ -298,21 +345,37 @@ class _Evaluation:
         for key, seed, stress in plan:
             rec = {"key": key, "seed": seed, "stress": stress is not None}
             self.res.trials.append(rec)
-            prep = judge.call("prepare", self._left(), trial=key, seed=seed, stress=stress)
-            if prep["skip"]:
+            call = self._call(key, seed, stress, guarded=True)
+            if call is None:
                 rec["skipped"] = "reference not finite on stressed inputs"
                 continue
-            code = self._trial(judge, candidate, key, prep["spec"], rec)
+            code, verdict, _, _ = call
             rec["passed"] = code is None
             if code is not None:
+                if stress is not None and code is Code.OUTPUT_MISMATCH:
+                    code = Code.STRESS_MISMATCH  # right on the task's inputs, wrong beyond them
+                self.res.add(code, f"trial {key}: {verdict['message']}")
                 self._phase("correctness", t0)
                 return
+            self._record_error(verdict, rec)
         self._phase("correctness", t0)
         self.res.correct = True
         if cfg.timing:
-            self._time(judge, candidate)
+            if not self._time():
+                self.res.correct = False
+                return
         else:
             self.res.add(Code.TIMING_SKIPPED, "timing was switched off; the reward is at most 1")
+        self._check_weights()
+
+    def _record_precision(self, precision: Any) -> None:
+        if not isinstance(precision, dict):
+            return
+        self.res.device["candidate_precision"] = precision
+        if precision.get("matmul_allow_tf32") or precision.get("float32_matmul_precision") not in (None, "highest"):
+            if not any(r.code is Code.REDUCED_PRECISION for r in self.res.reasons):
+                self.res.add(Code.REDUCED_PRECISION, f"the candidate switched on reduced-precision float32 "
+                             f"matmuls ({precision}); allowed within the tolerance")
 
     def _record_error(self, verdict: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
         err = verdict.get("error")
@@ -324,31 +387,63 @@ class _Evaluation:
         worst = self.res.errors or {"max_abs": 0.0, "rel_norm": 0.0}
         self.res.errors = {k: max(worst[k], stats[k]) for k in worst}
 
-    def _trial(self, judge: _Worker, candidate: _Worker, key: str, spec: dict,
-               rec: dict[str, Any]) -> Code | None:
-        alloc = candidate.call("alloc", self._left(), key=key, spec=spec)
-        judge.call("fill", self._left(), trial=key, spec=alloc["spec"])
-        ran = candidate.call("run", self._left(), key=key)
-        verdict = judge.call("check", self._left(), trial=key, out=ran["out"], plain=ran["plain"],
-                             atol=self.cfg.atol, rtol=self.cfg.rtol, norm_tol=self.cfg.norm_tol)
-        candidate.call("release", self._left(), keys=[key])
-        if verdict["code"] is None:
-            self._record_error(verdict, rec)
-            return None
-        code = Code(verdict["code"])
-        if rec["stress"] and code is Code.OUTPUT_MISMATCH:
-            code = Code.STRESS_MISMATCH  # right on the task's inputs, wrong beyond them
-        self.res.add(code, f"trial {key}: {verdict['message']}")
-        return code
+    def _call(self, trial: str, seed: int, stress: int | None, guarded: bool, check: float = 1.0
+              ) -> tuple[Code | None, dict[str, Any] | None, float, float] | None:
+        """One call of the candidate: the judge writes fresh inputs into one of the candidate's two
+        input slots (and flushes L2), the candidate runs (its claimed time and the harness's wall time
+        of the command are both kept), then, with probability `check` (decided after the call, so
+        the candidate cannot know), it exports its output and the judge compares it with the
+        reference while the candidate's process is stopped. Correctness trials and timed calls go
+        through here alike, so a candidate cannot tell them apart by how it is called.
 
-    def _time(self, judge: _Worker, candidate: _Worker) -> None:
-        cfg = self.cfg
+        Returns (failure code or None, the judge's verdict or None when not checked, claimed ms,
+        wall ms), or None when a stress trial was skipped."""
+        judge, cand = self.judge, self.candidate
+        slot = "ab"[self.n_calls % 2]
+        self.n_calls += 1
+        forget, self.unchecked = self.unchecked, []
+        prep = judge.call("prepare", self._left(), trial=trial, seed=seed, stress=stress,
+                          fill=self.slots.get(slot), reference=check >= 1.0, forget=forget)
+        if prep["skip"]:
+            return None
+        if not prep["filled"]:
+            self.slots[slot] = cand.call("alloc", self._left(), key=slot, spec=prep["spec"])["spec"]
+            judge.call("fill", self._left(), trial=trial, spec=self.slots[slot])
+        w0 = time.perf_counter()
+        ran = cand.call("run", self._left(), key=slot, guarded=guarded)
+        wall = (time.perf_counter() - w0) * 1e3
+        ms = ran.get("ms")
+        if type(ms) is not float or not 0 <= ms <= wall:
+            raise WorkerFailure(Code.TIMING_TAMPERED, f"the candidate claimed {ms!r} ms for a call that took "
+                                f"{wall:.3f} ms of the harness's wall-clock time")
+        if check < 1.0 and _RNG.random() >= check:
+            self.unchecked.append(trial)
+            return None, None, ms, wall
+        exp = cand.call("export", self._left())
+        with cand.frozen():
+            verdict = judge.call("check", self._left(), trial=trial, out=exp.get("out"),
+                                 plain=exp.get("plain") is True, atol=self.cfg.atol, rtol=self.cfg.rtol,
+                                 norm_tol=self.cfg.norm_tol)
+        code = Code(verdict["code"]) if verdict["code"] is not None else None
+        return code, verdict, ms, wall
+
+    def _check_weights(self) -> None:
+        state = self.candidate.call("state", self._left())
+        self._record_precision(state.get("precision"))
+        verdict = self.judge.call("check_state", self._left(), state=state.get("state"))
+        if verdict["code"] is not None:
+            self.res.add(Code(verdict["code"]), verdict["message"])
+            self.res.correct = False
+
+    def _time(self) -> bool:
+        """Interleaved rounds of eager, compile and the candidate, one call per command and the same
+        timed call in every process. Every timed call of the candidate gets fresh inputs and its
+        output is checked. Returns False when the candidate failed during timing."""
+        cfg, judge = self.cfg, self.judge
         t0 = time.monotonic()
-        keys = ["t0", "t1"]
+        keys = ["t0", "t1"]  # the baselines' inputs (trusted code: no fresh inputs needed)
         for i, key in enumerate(keys):
-            prep = judge.call("prepare", self._left(), trial=key, seed=self.seeds["timing"] + i)
-            alloc = candidate.call("alloc", self._left(), key=key, spec=prep["spec"])
-            judge.call("fill", self._left(), trial=key, spec=alloc["spec"])
+            judge.call("prepare", self._left(), trial=key, seed=self.seeds["timing"] + i, reference=False)
         impls = ["eager", "candidate"]
         if cfg.compile_baseline:
             t1 = time.monotonic()
@@ -358,47 +453,52 @@ class _Evaluation:
                 self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, f"torch.compile of the reference failed:\n{err}")
             else:
                 impls.insert(1, "compile")
-        samples: dict[str, list[float]] = {k: [] for k in impls}
-        chunk = cfg.timing_budget_s / cfg.timing_rounds
-        per_round = dict(min_iters=max(cfg.min_iters // cfg.timing_rounds, 1),
-                         max_iters=max(cfg.max_iters // cfg.timing_rounds, 1))
+        claimed: dict[str, list[float]] = {k: [] for k in impls}
+        walls: dict[str, list[float]] = {k: [] for k in impls}
+        chunk_ms = cfg.timing_budget_s * 1e3 / cfg.timing_rounds
+        lo = max(cfg.min_iters // cfg.timing_rounds, 1)
+        hi = max(cfg.max_iters // cfg.timing_rounds, 1)
+        n_timed = n_checked = 0
         for r in range(cfg.timing_rounds):
             order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
             for impl in order:
-                warmup = 3 if r == 0 else 1
-                if impl == "candidate":
-                    w0 = time.monotonic()
-                    got = candidate.call("time", self._left(), keys=keys, budget_s=chunk,
-                                         warmup=warmup, **per_round)
-                    wall_ms = (time.monotonic() - w0) * 1e3
-                    claimed = got.get("samples")
-                    if (not isinstance(claimed, list) or not claimed
-                            or not all(isinstance(x, (int, float)) and x >= 0 for x in claimed)
-                            or sum(claimed) > wall_ms):
-                        self.res.add(Code.TIMING_TAMPERED, "the candidate's timing report is impossible "
-                                     f"({len(claimed) if isinstance(claimed, list) else '?'} samples against "
-                                     f"{wall_ms:.1f} ms of wall time)")
-                        self.res.correct = False
-                        return
-                    samples["candidate"] += claimed
-                    if got.get("key") not in keys:
-                        raise WorkerFailure(Code.PROTOCOL_VIOLATION, "candidate: bad timing input key")
-                    verdict = judge.call("check", self._left(), trial=got["key"], out=got["out"],
-                                         plain=got["plain"], atol=cfg.atol, rtol=cfg.rtol,
-                                         norm_tol=cfg.norm_tol, release=False)
-                    self._record_error(verdict)
-                    if verdict["code"] is not None:
-                        code = Code(verdict["code"])
-                        if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
-                            code = Code.TIMED_OUTPUT_MISMATCH
-                        self.res.add(code, f"output of a timed call: {verdict['message']}")
-                        self.res.correct = False
-                        return
-                else:
-                    got = judge.call("time", self._left(), which=impl, trials=keys, budget_s=chunk,
-                                     warmup=warmup, **per_round)
-                    samples[impl] += got["samples"]
-        stats = {k: TimeStats.of(v) for k, v in samples.items()}
+                warmup = 2 if r == 0 else 0
+                spent, i, begun = 0.0, 0, time.perf_counter()
+                # Stop at the timed budget, or at three times it in elapsed time: the candidate's
+                # calls also pay for fresh inputs and checks (costly on the CPU backend).
+                while i < hi and (i < lo or (spent < chunk_ms and
+                                             (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
+                    if impl == "candidate":
+                        seed = self.seeds["timing"] + 2 + n_timed
+                        n_timed += 1
+                        code, verdict, ms, wall = self._call(f"x{n_timed}", seed, None, guarded=False,
+                                                             check=cfg.timed_check_fraction)
+                        n_checked += verdict is not None
+                        if code is not None:
+                            if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
+                                code = Code.TIMED_OUTPUT_MISMATCH
+                            self.res.add(code, f"output of timed call {n_timed}: {verdict['message']}")
+                            return False
+                        if verdict is not None:
+                            self._record_error(verdict)
+                    else:
+                        w0 = time.perf_counter()
+                        got = judge.call("call", self._left(), which=impl, trial=keys[i % 2])
+                        wall = (time.perf_counter() - w0) * 1e3 - got["flush_ms"]
+                        ms = got["ms"]
+                    if warmup:
+                        warmup -= 1
+                        continue
+                    claimed[impl].append(ms)
+                    walls[impl].append(wall)
+                    spent += wall
+                    i += 1
+        self.res.timing_check = check = _timing_check(claimed, walls, self.device)
+        check["timed_calls_checked"] = n_checked
+        if check["tampered"]:
+            self.res.add(Code.TIMING_TAMPERED, check["message"])
+            return False
+        stats = {k: TimeStats.of(v) for k, v in claimed.items()}
         self.res.times_ms.update(stats)
         c = stats["candidate"].median
         if c > 0:
@@ -406,3 +506,40 @@ class _Evaluation:
             if "compile" in stats:
                 self.res.speedup_compile = round(stats["compile"].median / c, 4)
         self._phase("timing", t0)
+        return True
+
+
+_RNG = random.SystemRandom()  # which timed calls get checked: unpredictable, like the seeds
+
+
+def _median(xs: list[float]) -> float:
+    return TimeStats.of(xs).median
+
+
+def _timing_check(claimed: dict[str, list[float]], walls: dict[str, list[float]],
+                  device: str) -> dict[str, Any]:
+    """Does the candidate's account of its own calls agree with the harness's clock?
+
+    Every call is one command; the harness times the command from outside. What the command costs
+    beyond the call itself (the round trip over the channel, the synchronize) is the same code in the
+    judge and in the candidate, so its median is measured on the judge's trusted calls. A candidate
+    that under-reports its calls (a patched clock, work left running past the synchronize) shows an
+    overhead larger than the judge's. Tolerance: a floor (30 us on CUDA; 0.5 ms on the CPU backend,
+    where the judge, the candidate and their OpenMP threads share a few cores) plus 10% of the
+    claimed median plus twice the spread of the judge's overhead, so honest noise is not flagged.
+    """
+    judge_over = [w - c for impl in claimed if impl != "candidate"
+                  for w, c in zip(walls[impl], claimed[impl])]
+    cand_over = [w - c for w, c in zip(walls["candidate"], claimed["candidate"])]
+    ref = TimeStats.of(judge_over)
+    mine = _median(cand_over)
+    claim = _median(claimed["candidate"])
+    tol = (0.03 if device == "cuda" else 0.5) + 0.1 * claim + 2 * ref.iqr
+    excess = mine - ref.median
+    return {
+        "judge_overhead_ms": round(ref.median, 5), "candidate_overhead_ms": round(mine, 5),
+        "tolerance_ms": round(tol, 5), "tampered": excess > tol,
+        "message": (f"the candidate's calls took {excess:.3f} ms more on the harness's clock than it "
+                    f"reported (median over {len(cand_over)} calls; tolerance {tol:.3f} ms): its timing "
+                    "report was falsified or work ran outside the timed call"),
+    }

@@ -49,8 +49,16 @@ class Code(str, enum.Enum):
     STRESS_MISMATCH = "stress_mismatch"
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"
     INPUT_MODIFIED = "input_modified"
-    # policy and tampering (the [hardening] work adds the static and runtime checks behind more codes)
-    POLICY_VIOLATION = "policy_violation"
+    # policy and tampering: static checks (policy.py), runtime guards (guard.py) and the harness
+    TORCH_FALLBACK = "torch_fallback"  # 1: PyTorch compute inside forward or the extension (strict)
+    DECOY_KERNEL = "decoy_kernel"  # 2: forward never calls into the candidate's extension (strict)
+    WEIGHTS_MODIFIED = "weights_modified"  # 4: parameters or buffers changed by forward
+    HIDDEN_WORK = "hidden_work"  # 5: threads, host callbacks, work left running after return
+    TIMING_PROBE = "timing_probe"  # 7: clocks or stack inspection inside the candidate
+    HARNESS_PATCH = "harness_patch"  # 8: patching torch, timers, comparisons, the interpreter
+    REFERENCE_ACCESS = "reference_access"  # 9: the reference model, the task, gc, frames
+    FORBIDDEN_IO = "forbidden_io"  # 9, 11: files, sockets, processes, signals, environment
+    EARLY_EXIT = "early_exit"  # 11: exiting the process instead of answering
     PROTOCOL_VIOLATION = "protocol_violation"
     TIMING_TAMPERED = "timing_tampered"
     # infrastructure
@@ -61,11 +69,14 @@ class Code(str, enum.Enum):
     BASELINE_COMPILE_UNAVAILABLE = "baseline_compile_unavailable"
     TIMING_SKIPPED = "timing_skipped"
     OUTPUT_TRUNCATED = "output_truncated"
+    REDUCED_PRECISION = "reduced_precision"  # TF32 or reduced-precision reductions were switched on
 
 
 KIND_OF: dict[Code, Kind] = {
     **{c: Kind.CANDIDATE for c in Code},
-    Code.POLICY_VIOLATION: Kind.POLICY,
+    **{c: Kind.POLICY for c in (Code.TORCH_FALLBACK, Code.DECOY_KERNEL, Code.WEIGHTS_MODIFIED,
+                                 Code.HIDDEN_WORK, Code.TIMING_PROBE, Code.HARNESS_PATCH,
+                                 Code.REFERENCE_ACCESS, Code.FORBIDDEN_IO, Code.EARLY_EXIT)},
     Code.PROTOCOL_VIOLATION: Kind.POLICY,
     Code.TIMING_TAMPERED: Kind.POLICY,
     Code.NOT_PLAIN_TENSOR: Kind.POLICY,
@@ -76,6 +87,7 @@ KIND_OF: dict[Code, Kind] = {
     Code.BASELINE_COMPILE_UNAVAILABLE: Kind.INFO,
     Code.TIMING_SKIPPED: Kind.INFO,
     Code.OUTPUT_TRUNCATED: Kind.INFO,
+    Code.REDUCED_PRECISION: Kind.INFO,
 }
 
 
@@ -139,6 +151,7 @@ class EvalResult:
     errors: dict[str, float] | None = None  # worst max_abs / rel_norm error over passing comparisons
     phases_s: dict[str, float] = field(default_factory=dict)
     candidate_output: dict[str, Any] = field(default_factory=dict)
+    timing_check: dict[str, Any] | None = None  # the harness's clock against the candidate's claims
     config: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,15 +1,15 @@
-"""The one timing method used for eager, torch.compile and the candidate.
+"""Device helpers of the one timing method (`worker.timed_call`), used for eager, torch.compile and
+the candidate alike.
 
 Each call is timed on the host around `fn(*args)` followed by a device-wide synchronize, so the
-measurement counts launch overhead and work on every stream of the process. Before each call the L2
-cache is flushed (CUDA) and the input set rotates, so results cached from the previous call do not
-pay. Warm-up calls are not timed.
+measurement counts launch overhead and work on every stream of the process. Before each call the
+judge flushes the L2 cache (`Timer.flush`, CUDA); for the candidate it does so right after writing
+the call's fresh inputs into the candidate's buffers, so every implementation starts equally cold.
+The candidate's own report of a call's time is a claim: the harness checks it against its own clock
+(engine.py).
 """
 
 from __future__ import annotations
-
-import time
-from typing import Any, Callable
 
 import torch
 
@@ -30,31 +30,3 @@ class Timer:
     def flush(self) -> None:
         if self._flush is not None:
             self._flush.zero_()
-
-    def run(self, fn: Callable[..., Any], input_sets: list[list[Any]], *, budget_s: float,
-            min_iters: int, max_iters: int, warmup: int = 0) -> tuple[list[float], Any, int]:
-        """Time calls until `budget_s` of timed work or `max_iters`, at least `min_iters`.
-
-        Returns (samples in ms, the last call's output, the index of its input set).
-        """
-        out, idx = None, 0
-        with torch.no_grad():
-            for i in range(warmup):
-                out = fn(*input_sets[i % len(input_sets)])
-            self.sync()
-            samples: list[float] = []
-            spent = 0.0
-            i = 0
-            while i < max_iters and (i < min_iters or spent < budget_s):
-                idx = i % len(input_sets)
-                args = input_sets[idx]
-                self.flush()
-                self.sync()
-                t0 = time.perf_counter()
-                out = fn(*args)
-                self.sync()
-                dt = time.perf_counter() - t0
-                samples.append(dt * 1e3)
-                spent += dt
-                i += 1
-        return samples, out, idx

@@ -103,6 +103,7 @@ class Exporter:
         self.shm_dir = Path(shm_dir)
         self._ids = itertools.count()
         self._keep: list[Any] = []  # exported storages stay alive until release()
+        self._owned: list[torch.Tensor] = []  # buffers from empty(): alive until release(everything=True)
 
     def empty(self, spec: dict[str, Any]) -> torch.Tensor:
         dtype = _dtype(spec["dtype"])
@@ -112,15 +113,15 @@ class Exporter:
         nbytes = _storage_nbytes(shape, stride, dtype)
         if nbytes == 0:
             return torch.empty_strided(shape, stride, dtype=dtype)
-        return self._shm_tensor(nbytes)[:nbytes].view(dtype).as_strided(shape, stride)
+        return self._shm_tensor(nbytes, owned=True)[:nbytes].view(dtype).as_strided(shape, stride)
 
-    def _shm_tensor(self, nbytes: int) -> torch.Tensor:
-        path = self.shm_dir / f"buf{os.getpid()}_{next(self._ids)}"
+    def _shm_tensor(self, nbytes: int, owned: bool = False) -> torch.Tensor:
+        path = self.shm_dir / f"{'own' if owned else 'out'}{os.getpid()}_{next(self._ids)}"
         with open(path, "wb") as f:
             f.truncate(nbytes)
         t = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
         t.cuda_agent_path = str(path)  # type: ignore[attr-defined]
-        self._keep.append(t)
+        (self._owned if owned else self._keep).append(t)
         return t
 
     def export(self, t: torch.Tensor) -> dict[str, Any]:
@@ -155,8 +156,7 @@ class Exporter:
         if t.device.type == "cuda":
             return self.export(t)
         spec = tensor_spec(t)
-        base = next((k for k in self._keep if isinstance(k, torch.Tensor)
-                     and k.data_ptr() == t.untyped_storage().data_ptr()), None)
+        base = next((k for k in self._owned if k.data_ptr() == t.untyped_storage().data_ptr()), None)
         if base is None:  # zero-sized tensor: nothing to share
             spec["buf"] = {"kind": "none"}
             return spec
@@ -164,10 +164,16 @@ class Exporter:
                        "size_bytes": base.numel(), "storage_offset": t.storage_offset()}
         return spec
 
-    def release(self) -> None:
+    def release(self, everything: bool = False) -> None:
+        """Drop the exports (the judge has received them); with `everything`, the buffers from
+        `empty()` too."""
         self._keep.clear()
-        for p in self.shm_dir.glob(f"buf{os.getpid()}_*"):
-            p.unlink(missing_ok=True)
+        prefixes = ("out", "own") if everything else ("out",)
+        if everything:
+            self._owned.clear()
+        for prefix in prefixes:
+            for p in self.shm_dir.glob(f"{prefix}{os.getpid()}_*"):
+                p.unlink(missing_ok=True)
         if self.device.type == "cuda":
             torch.cuda.ipc_collect()
 
@@ -179,6 +185,13 @@ class Importer:
         self.device = device
         self.shm_dir = Path(shm_dir).resolve()
         self._open: list[Any] = []
+        self._pinned: list[Any] = []  # buffers kept open across close() (the candidate's input slots)
+
+    def open_pinned(self, spec: dict[str, Any]) -> torch.Tensor:
+        """`open`, kept mapped until `close(everything=True)`."""
+        t = self.open(spec)
+        self._pinned.append(self._open.pop())
+        return t
 
     def open(self, spec: dict[str, Any]) -> torch.Tensor:
         """A tensor *aliasing* the candidate's buffer (writes reach the candidate)."""
@@ -228,8 +241,10 @@ class Importer:
             return t
         raise SpecError(f"unknown buffer kind {kind!r}")
 
-    def close(self) -> None:
+    def close(self, everything: bool = False) -> None:
         self._open.clear()
+        if everything:
+            self._pinned.clear()
         if self.device.type == "cuda":
             torch.cuda.ipc_collect()
 

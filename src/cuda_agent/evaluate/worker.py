@@ -16,9 +16,11 @@ Each serves commands from the harness over a private socket (`channel.Channel`, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -47,9 +49,14 @@ def classify(exc: BaseException) -> tuple[Code, str]:
     """Reason code for an exception escaping candidate (or task) code."""
     import torch
 
-    if isinstance(exc, Failure):
+    from cuda_agent.evaluate.guard import GuardFailure
+
+    if isinstance(exc, (Failure, GuardFailure)):
         return exc.code, exc.message
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exc, SystemExit):
+        return Code.EARLY_EXIT, f"candidate code tried to exit the process (SystemExit({exc.code!r})) instead of returning"
+    if isinstance(exc, torch.OutOfMemoryError) or (
+            isinstance(exc, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(exc)):
         return Code.OUT_OF_MEMORY, _trace(exc)
     accel = getattr(torch, "AcceleratorError", None)
     if accel is not None and isinstance(exc, accel):
@@ -89,11 +96,26 @@ def _device(name: str):
     return torch.device("cpu")
 
 
+def timed_call(timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
+    """The one timed call, for eager, torch.compile and the candidate alike: host clock around the
+    call and a device-wide synchronize (every stream of the process), in milliseconds."""
+    import torch
+
+    timer.sync()
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        out = fn(*args)
+        timer.sync()
+        ms = (time.perf_counter() - t0) * 1e3
+    return out, ms
+
+
 # --- the judge -------------------------------------------------------------------------------------
 
 class Judge:
     def __init__(self) -> None:
         self.trials: dict[str, dict[str, Any]] = {}
+        self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.compiled = None
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
@@ -156,17 +178,23 @@ class Judge:
             inputs = list(self.task.get_inputs())
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
-    def cmd_prepare(self, trial: str, seed: int, stress: int | None = None) -> dict[str, Any]:
+    def cmd_prepare(self, trial: str, seed: int, stress: int | None = None,
+                    fill: dict[str, Any] | None = None, reference: bool = True,
+                    forget: list[str] | None = None) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate.transport import describe, tensors_of
 
+        for key in forget or ():  # timed calls that were not picked for checking
+            self.trials.pop(key, None)
         try:
             inputs = self._inputs(seed)
             if stress is not None:
                 inputs = [_stress(x, stress) for x in inputs]
-            with torch.no_grad():
-                ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            ref = None
+            if reference:
+                with torch.no_grad():
+                    ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
             self.timer.sync()
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{_trace(exc)}")
@@ -174,19 +202,29 @@ class Judge:
                                            if t.is_floating_point()):
             return {"skip": True}
         self.trials[trial] = {"inputs": inputs, "ref": ref}
-        return {"skip": False, "spec": describe(inputs)}
+        spec = describe(inputs)
+        filled = fill is not None and _same_layout(spec, fill)
+        if filled:
+            self.cmd_fill(trial, fill)
+        return {"skip": False, "spec": spec, "filled": filled}
 
     def cmd_fill(self, trial: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Write the trial's inputs into the candidate's input buffers, then flush the L2 cache: the
+        candidate's next call starts as cold as the baselines' calls do."""
         from cuda_agent.evaluate.transport import build, tensors_of
 
         t = self.trials[trial]
-        aliases = build(spec, self.importer.open)
+        key = json.dumps(spec, sort_keys=True)
+        if key not in self.slots:  # a slot's buffers stay mapped for the whole evaluation
+            self.slots[key] = build(spec, self.importer.open_pinned)
+        aliases = self.slots[key]
         mine, theirs = tensors_of(t["inputs"]), tensors_of(aliases)
         if len(mine) != len(theirs) or any(a.shape != b.shape or a.dtype != b.dtype
                                            for a, b in zip(mine, theirs)):
             raise Failure(Code.PROTOCOL_VIOLATION, "the candidate allocated inputs unlike the spec")
         for a, b in zip(mine, theirs):
             b.copy_(a)
+        self.timer.flush()
         self.timer.sync()
         t["aliases"] = theirs
         return {}
@@ -197,11 +235,22 @@ class Judge:
         return build(out, lambda s: self.importer.open(s).clone())
 
     def cmd_check(self, trial: str, out: dict[str, Any], plain: bool, atol: float, rtol: float,
-                  norm_tol: float, release: bool = True) -> dict[str, Any]:
+                  norm_tol: float) -> dict[str, Any]:
+        """Compare the candidate's output of `trial` with the reference, and its input buffers with
+        the judge's own copy of the inputs; the trial is forgotten afterwards."""
+        import torch
+
         from cuda_agent.evaluate.compare import compare, same_bits
         from cuda_agent.evaluate.transport import SpecError, tensors_of
 
-        t = self.trials[trial]
+        t = self.trials.pop(trial)
+        if t["ref"] is None:  # a timed call picked for checking after it ran
+            with torch.no_grad():
+                t["ref"] = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in t["inputs"]])
+        if not plain:  # claimed by the candidate's process; only bytes cross either way
+            return {"code": Code.NOT_PLAIN_TENSOR.value,
+                    "message": "outputs must be plain torch.Tensor objects, not subclasses, proxies or "
+                               "other objects"}
         try:
             got = self._received(out)
         except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
@@ -215,18 +264,12 @@ class Judge:
                           "message": f"input {i} was modified by the candidate; inputs are read-only"}
                 break
         else:
-            if not plain:
-                result = {"code": Code.NOT_PLAIN_TENSOR.value,
-                          "message": "outputs must be plain torch.Tensor objects, not subclasses or proxies"}
+            stats: dict[str, float] = {"max_abs": 0.0, "rel_norm": 0.0}
+            if m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol, stats=stats):
+                result = {"code": m.code.value, "message": m.message}
             else:
-                stats: dict[str, float] = {"max_abs": 0.0, "rel_norm": 0.0}
-                if m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol, stats=stats):
-                    result = {"code": m.code.value, "message": m.message}
-                else:
-                    result["error"] = stats
-        del got
-        if release:  # a finished trial: free its inputs, reference and mapped buffers
-            del self.trials[trial]
+                result["error"] = stats
+        del got, t
         self.importer.close()
         return result
 
@@ -243,14 +286,50 @@ class Judge:
             return {"error": _trace(exc, 2000)}
         return {"error": None}
 
-    def cmd_time(self, which: str, trials: list[str], budget_s: float, min_iters: int,
-                 max_iters: int, warmup: int) -> dict[str, Any]:
+    def cmd_call(self, which: str, trial: str) -> dict[str, Any]:
+        """One timed call of the eager or compiled reference (L2 flushed first)."""
         fn = self.model if which == "eager" else self.compiled
         assert fn is not None, which
-        samples, _, _ = self.timer.run(fn, [self.trials[t]["inputs"] for t in trials],
-                                       budget_s=budget_s, min_iters=min_iters,
-                                       max_iters=max_iters, warmup=warmup)
-        return {"samples": samples}
+        t0 = time.perf_counter()
+        self.timer.flush()
+        self.timer.sync()
+        flush_ms = (time.perf_counter() - t0) * 1e3  # not part of the protocol's overhead
+        before = _threads()  # the same steps as the candidate's `run`, so overheads compare
+        _, ms = timed_call(self.timer, fn, self.trials[trial]["inputs"])
+        _threads() - before
+        return {"ms": ms, "flush_ms": flush_ms}
+
+    def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Are ModelNew's parameters and buffers still the reference's, bit for bit?"""
+        from cuda_agent.evaluate.compare import same_bits
+        from cuda_agent.evaluate.transport import SpecError
+
+        changed = []
+        try:
+            for k, v in self.model.state_dict().items():
+                if k not in state or not same_bits(v, self.importer.open(state[k])):
+                    changed.append(k)
+        except (SpecError, RuntimeError) as exc:
+            raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
+        finally:
+            self.timer.sync()
+            self.importer.close()
+        if changed:
+            return {"code": Code.WEIGHTS_MODIFIED.value,
+                    "message": f"forward modified ModelNew's parameters or buffers ({', '.join(changed[:6])}); "
+                               "weights are read-only during calls (precompute derived tensors in __init__)"}
+        return {"code": None}
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Do two transport specs describe the same structure, shapes and dtypes (buffers aside)?"""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("t") == "tensor" or b.get("t") == "tensor":
+            return all(a.get(k) == b.get(k) for k in ("t", "shape", "dtype", "stride"))
+        return a.keys() == b.keys() and all(_same_layout(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_layout(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def _stress(x: Any, variant: int) -> Any:
@@ -268,11 +347,14 @@ def _stress(x: Any, variant: int) -> Any:
 class Runner:
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
+        self.out: Any = None
+        self.calls = 0
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
-                 init_inputs: dict[str, Any], shm_dir: str) -> dict[str, Any]:
+                 init_inputs: dict[str, Any], shm_dir: str, policy: str) -> dict[str, Any]:
         import torch
 
+        from cuda_agent.evaluate import guard
         from cuda_agent.evaluate.timing import Timer
         from cuda_agent.evaluate.transport import Exporter, describe, from_inline
 
@@ -281,8 +363,10 @@ class Runner:
             torch.cuda.set_device(self.device)
         self.exporter = Exporter(self.device, Path(shm_dir))
         self.timer = Timer(self.device)
+        self.policy = policy
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
+        self.integrity = guard.Integrity()  # before any candidate code runs
         if extension:
             try:
                 _import_file("cuda_extension", Path(extension))
@@ -293,6 +377,8 @@ class Runner:
         except Exception as exc:
             code = Code.COMPILE_ERROR if _from_cpp_extension(exc) else Code.LOAD_ERROR
             raise Failure(code, f"importing model_new.py failed:\n{_trace(exc)}")
+        except SystemExit as exc:
+            raise Failure(Code.EARLY_EXIT, f"model_new.py exited the process at import ({exc.code!r})")
         model_cls = getattr(mod, "ModelNew", None)
         if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
             raise Failure(Code.NO_MODEL_NEW, "the candidate defines no class ModelNew (a torch.nn.Module)")
@@ -303,55 +389,89 @@ class Runner:
             code, msg = classify(exc)
             raise Failure(code if code is not Code.RUNTIME_ERROR else Code.INIT_ERROR,
                           f"ModelNew(*get_init_inputs()) failed:\n{msg}")
+        self.integrity.check()
         self.state = {k: self.exporter.empty(describe(v)) for k, v in self.model.state_dict().items()}
-        return {"state": {k: self.exporter.export_allocated(v) for k, v in self.state.items()}}
+        return {"state": {k: self.exporter.export_allocated(v) for k, v in self.state.items()},
+                "precision": _precision()}
 
     def cmd_load_weights(self) -> dict[str, Any]:
         self.model.load_state_dict(self.state, strict=True)
         self.timer.sync()
         del self.state
-        self.exporter.release()
+        self.exporter.release(everything=True)
         return {}
 
     def cmd_alloc(self, key: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Allocate the input buffers of slot `key` (the judge fills them before every call)."""
         from cuda_agent.evaluate.transport import build, describe
 
         self.values[key] = value = build(spec, self.exporter.empty)
         return {"spec": describe(value, self.exporter.export_allocated)}
 
-    def _call(self, args: list[Any]) -> Any:
-        import torch
+    def cmd_run(self, key: str, guarded: bool) -> dict[str, Any]:
+        """Call ModelNew on slot `key`'s inputs; keep the output for `export`. Guarded calls run under
+        the op guard (strict); every call ends with the integrity and thread checks."""
+        from cuda_agent.evaluate.guard import OpGuard
 
-        with torch.no_grad():
-            out = self.model(*args)
-        self.timer.sync()
-        return out
+        self.out = None
+        args = self.values[key]
+        before = _threads()
+        if guarded and self.policy == "strict":
+            og = OpGuard(self.integrity.modules, strict=True)
+            self.out, ms = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args)
+            self.integrity.check()
+            if failure := og.verdict():
+                raise failure
+        else:  # only the call and a thread count between the harness's clock readings
+            self.out, ms = timed_call(self.timer, self.model, args)
+        started = _threads() - before
+        self.calls += 1
+        if started and self.calls > 1:  # the first call may start OpenMP's pool; later calls may not
+            raise Failure(Code.HIDDEN_WORK, f"{len(started)} native thread(s) started during forward were "
+                          "still running when it returned: work outside the call hides from the timer")
+        return {"ms": ms}
 
-    def _export_out(self, out: Any) -> dict[str, Any]:
-        import torch
+    def cmd_export(self) -> dict[str, Any]:
+        from cuda_agent.evaluate.transport import describe
 
-        from cuda_agent.evaluate.transport import describe, tensors_of
+        self.integrity.check()
+        self.exporter.release()  # earlier exports were received (the judge cloned them)
+        out, self.out = self.out, None
+        return {"out": describe(out, self.exporter.export), "plain": _plain(out)}
 
-        plain = all(type(t) is torch.Tensor for t in tensors_of(out))
-        return {"out": describe(out, self.exporter.export), "plain": plain}
-
-    def cmd_run(self, key: str) -> dict[str, Any]:
-        self.exporter.release()  # earlier exports were received (the judge mapped or cloned them)
-        return self._export_out(self._call(self.values[key]))
-
-    def cmd_time(self, keys: list[str], budget_s: float, min_iters: int, max_iters: int,
-                 warmup: int) -> dict[str, Any]:
+    def cmd_state(self) -> dict[str, Any]:
         self.exporter.release()
-        samples, out, idx = self.timer.run(self.model, [self.values[k] for k in keys],
-                                           budget_s=budget_s, min_iters=min_iters,
-                                           max_iters=max_iters, warmup=warmup)
-        return {"samples": samples, "key": keys[idx], **self._export_out(out)}
+        return {"state": {k: self.exporter.export(v.detach()) for k, v in self.model.state_dict().items()},
+                "precision": _precision()}
 
-    def cmd_release(self, keys: list[str]) -> dict[str, Any]:
-        for k in keys:
-            self.values.pop(k, None)
-        self.exporter.release()
-        return {}
+
+def _plain(value: Any) -> bool:
+    """Only plain tensors (not subclasses), Python scalars and the containers of describe()."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return type(value) is torch.Tensor
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(_plain(v) for v in value.values())
+    return value is None or type(value) in (int, float, bool, str)
+
+
+def _threads() -> set[str]:
+    """Native threads of this process (OpenMP, std::thread, CUDA's), by id."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def _precision() -> dict[str, Any]:
+    """Precision switches that change results (recorded in the result, allowed within tolerance)."""
+    import torch
+
+    return {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
 # --- main loop -------------------------------------------------------------------------------------
@@ -373,6 +493,7 @@ def serve(handler: Any, chan: Channel) -> None:
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code too
             code, message = classify(exc)
             reply = {"ok": False, "code": code.value, "message": message}
+        reply["seq"] = msg.get("seq")
         chan.send(reply)
 
 

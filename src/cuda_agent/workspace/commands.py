@@ -72,9 +72,21 @@ HINTS = {
                              "from its inputs; no caching across calls, no stale buffers",
     "input_modified": "do not write into inputs or weights; write results into tensors allocated with "
                       "torch::empty*",
-    "policy_violation": "ModelNew.forward may only call your extension's ops, allocate with the empty "
-                        "family and use views/metadata, and the extension may not call PyTorch compute "
-                        "ops: move that computation into your kernels (see SKILL.md, Rules)",
+    "torch_fallback": "ModelNew.forward may only call your extension's ops, allocate with the empty "
+                      "family and use views/metadata, and the extension may not call PyTorch/ATen compute "
+                      "ops: move that computation into your kernels (see SKILL.md, Rules)",
+    "decoy_kernel": "forward never called your extension: call your kernels' ops from ModelNew.forward",
+    "weights_modified": "forward changed the model's parameters or buffers: treat weights as read-only; "
+                        "precompute derived tensors in __init__",
+    "hidden_work": "no threads, host callbacks or work left running after forward returns: do all work "
+                   "inside the call, on the device, and let it finish",
+    "timing_probe": "do not read clocks, count calls or inspect the stack: every call must do the same work",
+    "harness_patch": "do not patch torch, timers, synchronisation or the interpreter (no setattr on modules, "
+                     "exec, ctypes, importlib)",
+    "reference_access": "do not import model.py or the evaluator, and do not inspect frames or gc: "
+                        "compute the output from the inputs",
+    "forbidden_io": "no files, sockets, subprocesses or signals in model_new.py or kernels/",
+    "early_exit": "never exit the process: return the output from forward",
     "protocol_violation": "the candidate interfered with the evaluator's process or channel; remove "
                           "whatever touches file descriptors, sockets, signals or the process itself",
     "timing_tampered": "the candidate interfered with the timing; behave the same on every call",

@@ -1,0 +1,68 @@
+"""Run the adversarial suite (tests/adversarial) outside pytest, evaluations in parallel, and print
+one line per (case, profile, device) and a summary: how many verdicts matched, and the wall time.
+
+    python benchmarks/adversarial.py [--device cpu|cuda|all] [--jobs 8] [--cache-dir DIR] [--only SUBSTR]
+
+Parallel evaluations share the build cache, so each distinct extension is compiled once; they also
+share the GPU, which is fine for verdicts (the suite's tests run them one at a time). Exit status 1
+when any verdict differs from the case's expectation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+
+import test_adversarial as adv  # noqa: E402  (the suite's case parser and runner)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "cuda-agent-adv-cache")
+    ap.add_argument("--only", default="", help="run only cases whose id contains this")
+    args = ap.parse_args()
+    devices = adv.DEVICES if args.device == "all" else (args.device,)
+    jobs = [(c, p, code, d) for c in adv.CASES if args.only in c.id for p, code in c.expects
+            for d in c.devices if d in devices]
+    work = Path(tempfile.mkdtemp(prefix="adv-bench-"))
+    t0 = time.monotonic()
+
+    def one(job):
+        case, profile, code, device = job
+        s = time.monotonic()
+        try:
+            res = adv._run(case, profile, device, args.cache_dir, work / f"{case.id}-{profile}-{device}")
+        except Exception as exc:  # a harness bug: report it as such
+            return job, None, f"EXCEPTION {exc!r}", time.monotonic() - s
+        got = adv._codes(res)
+        if code == adv.PASS:
+            ok = res.correct and res.reward >= 1 and not got
+        else:
+            ok = res.reward == -1 and bool(set(code.split("|")) & set(got))
+        return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s
+
+    bad = 0
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for fut in as_completed([pool.submit(one, j) for j in jobs]):
+            (case, profile, code, device), ok, got, secs = fut.result()
+            bad += not ok
+            mark = "ok  " if ok else "FAIL"
+            print(f"{mark} {case.id:38s} {profile:11s} {device:4s} want {code:34s} got {got[:60]:60s} "
+                  f"{secs:6.1f}s", flush=True)
+    wall = time.monotonic() - t0
+    print(f"\n{len(jobs) - bad}/{len(jobs)} verdicts as expected, {bad} not; wall {wall:.0f} s "
+          f"with {args.jobs} parallel evaluations ({', '.join(devices)})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

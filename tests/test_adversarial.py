@@ -1,0 +1,389 @@
+"""The adversarial suite: candidates that cheat the evaluator or fault in every way DESIGN section 3
+("Trust boundary") lists, and honest candidates that must not be flagged.
+
+Each case is a single-file candidate in tests/adversarial/: `cases/catNN_<name>.py` (cheats and
+faults, by category) and `honest/<name>.py`. A case starts with a docstring (the cheat, and why
+evaluators miss it), then metadata comments:
+
+    # category: 6                  1..13, or `honest`
+    # task: relu_bias              default tests/data/relu_bias_task.py; else tests/adversarial/tasks/<name>.py
+    # devices: cpu cuda            the backends where it applies
+    # expect[strict]: output_mismatch      one test per line and device: the case evaluated under that
+    # expect[none]: output_mismatch        policy profile must end with reward -1 and this reason code
+                                           among its failures (`a|b`: any of them, where the verdict
+                                           depends on garbage memory or on which layer fires first);
+                                           `pass` means judged correct and unflagged
+    # fault: hang                  category 13: which fault kind the case is
+    # kind: side_stream            honest cases: which honest pattern the case is
+    # timeout_s: 20                the evaluation's timeout_s (default 60)
+    # flood: true                  also check that the candidate's output is kept bounded
+
+Placeholders, replaced by the test with device-specific text (lines on their own, at column 0):
+`#@KERNEL` by tests/adversarial/kernels/{cpu,cuda}.py, which sets `ADV_DEVICE` and builds the suite's
+honest relu(x + bias) extension as `ext` (`ext.relu_bias(x, b)`, `ext.relu_bias_out(x, b, out)`);
+`#@DEVICE` by just `ADV_DEVICE = "cpu"` / `"cuda"`, for cases that build their own extension.
+
+Profiles: `strict` (static policy + torch ops forbidden in forward + runtime guards), `kernelbench`
+(torch ops allowed in forward, every other rule enforced), `none` (static checks off: what the
+runtime layers and process isolation catch on their own).
+
+CUDA tests carry the `gpu` mark (skipped without a GPU); everything here carries `adversarial`.
+The extension builds go to the session's build cache (conftest.py), so each distinct extension is
+compiled once per session.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import glob
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.evaluate import EvalConfig, EvalResult, evaluate, load_candidate
+from cuda_agent.evaluate.result import Code
+from cuda_agent.tasks import load_task
+
+pytestmark = pytest.mark.adversarial
+
+HERE = Path(__file__).resolve().parent
+ADV = HERE / "adversarial"
+DEFAULT_TASK = HERE / "data" / "relu_bias_task.py"
+PROFILES = ("strict", "kernelbench", "none")
+DEVICES = ("cpu", "cuda")
+PASS = "pass"
+CHEAT_CATEGORIES = range(1, 13)
+FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang", "oom", "flood"}
+HONEST_KINDS = {"plain", "side_stream", "weight_transform", "cublas", "fp16", "multi_launch"}
+OUTPUT_BOUND = 64 * 1024  # bytes of candidate output a result may keep, at most
+DEFAULT_TIMEOUT_S = 60
+
+_META = re.compile(r"^#\s*(?P<key>category|task|devices|expect\[(?P<profile>\w+)\]|fault|kind|timeout_s|flood)"
+                   r"\s*:\s*(?P<value>\S.*?)\s*$")
+_PLACEHOLDER = {"#@KERNEL", "#@DEVICE"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    path: Path
+    honest: bool
+    category: int | None  # None for honest cases
+    task: Path
+    devices: tuple[str, ...]
+    expects: tuple[tuple[str, str], ...]  # (profile, "code" / "code|code" / "pass"), in file order
+    fault: str | None
+    kind: str | None
+    timeout_s: int
+    flood: bool
+    problems: tuple[str, ...]  # metadata errors, reported by test_suite_metadata
+
+    @property
+    def id(self) -> str:
+        return f"honest_{self.path.stem}" if self.honest else self.path.stem
+
+    def render(self, device: str) -> str:
+        """The candidate's source for `device`, placeholders replaced."""
+        src = self.path.read_text()
+        block = (ADV / "kernels" / f"{device}.py").read_text()
+        src = re.sub(r"^#@KERNEL[ \t]*$", lambda _: block, src, flags=re.M)
+        return re.sub(r"^#@DEVICE[ \t]*$", lambda _: f'ADV_DEVICE = "{device}"', src, flags=re.M)
+
+
+def _parse(path: Path, honest: bool) -> Case:
+    problems: list[str] = []
+    meta: dict[str, str] = {}
+    expects: list[tuple[str, str]] = []
+    text = path.read_text()
+    try:
+        body = ast.parse(text).body
+    except SyntaxError as exc:
+        body = []
+        problems.append(f"{path.name}: not valid Python: {exc}")
+    code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    header = text.splitlines()[: code[0].lineno - 1] if code else []  # metadata: before any code
+    for line in header:
+        m = _META.match(line)
+        if not m:
+            continue
+        if m["profile"]:
+            expects.append((m["profile"], m["value"]))
+        elif m["key"] in meta:
+            problems.append(f"{path.name}: `{m['key']}` given twice")
+        else:
+            meta[m["key"]] = m["value"]
+    category: int | None = None
+    raw = meta.get("category", "")
+    if honest:
+        if raw != "honest":
+            problems.append(f"{path.name}: honest cases say `# category: honest`")
+    elif raw.isdigit() and 1 <= int(raw) <= 13:
+        category = int(raw)
+    else:
+        problems.append(f"{path.name}: `# category:` must be 1..13, got {raw!r}")
+    if not honest and not path.stem.startswith(f"cat{category or 0:02d}_"):
+        problems.append(f"{path.name}: the file name must start with cat{category or 0:02d}_")
+    task_name = meta.get("task", "relu_bias")
+    task = DEFAULT_TASK if task_name == "relu_bias" else ADV / "tasks" / f"{task_name}.py"
+    if not task.is_file():
+        problems.append(f"{path.name}: no task file {task}")
+    devices = tuple(meta.get("devices", "").split())
+    if not devices or any(d not in DEVICES for d in devices) or len(set(devices)) != len(devices):
+        problems.append(f"{path.name}: `# devices:` must list some of {DEVICES}, got {devices}")
+    profiles = [p for p, _ in expects]
+    if not expects:
+        problems.append(f"{path.name}: no `# expect[PROFILE]: CODE` line")
+    if len(set(profiles)) != len(profiles):
+        problems.append(f"{path.name}: one expect line per profile")
+    for profile, code in expects:
+        if profile not in PROFILES:
+            problems.append(f"{path.name}: unknown profile {profile!r} (use one of {PROFILES})")
+        if honest and code != PASS:
+            problems.append(f"{path.name}: honest cases expect `pass`, got {code!r}")
+        if PASS in code.split("|") and code != PASS:
+            problems.append(f"{path.name}: `pass` cannot be an alternative ({code!r})")
+    try:
+        timeout_s = int(meta.get("timeout_s", DEFAULT_TIMEOUT_S))
+    except ValueError:
+        problems.append(f"{path.name}: `# timeout_s:` must be an integer")
+        timeout_s = DEFAULT_TIMEOUT_S
+    return Case(path=path, honest=honest, category=category, task=task, devices=devices,
+                expects=tuple(expects), fault=meta.get("fault"), kind=meta.get("kind"),
+                timeout_s=timeout_s, flood=meta.get("flood", "").lower() == "true",
+                problems=tuple(problems))
+
+
+def _discover() -> list[Case]:
+    cases = [_parse(p, honest=False) for p in sorted((ADV / "cases").glob("*.py"))]
+    cases += [_parse(p, honest=True) for p in sorted((ADV / "honest").glob("*.py"))]
+    return cases
+
+
+CASES = _discover()
+BY_ID = {c.id: c for c in CASES}
+
+
+def _params() -> list:
+    params = []
+    for case in CASES:
+        for profile, code in case.expects:
+            for device in case.devices:
+                marks = [pytest.mark.gpu] if device == "cuda" else []
+                params.append(pytest.param(case, profile, code, device, marks=marks,
+                                           id=f"{case.id}-{profile}-{device}"))
+    return params
+
+
+# --- running one case ------------------------------------------------------------------------------
+
+def _config(profile: str, device: str, cache_dir: Path, timeout_s: int) -> EvalConfig:
+    return EvalConfig(device=device, policy=profile, cache_dir=cache_dir, compile_baseline=False,
+                      timing_budget_s=0.1, timeout_s=timeout_s)
+
+
+def _run(case: Case, profile: str, device: str, cache_dir: Path, tmp_path: Path) -> EvalResult:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cand = tmp_path / f"{case.path.stem}.py"
+    cand.write_text(case.render(device))
+    cfg = _config(profile, device, cache_dir, case.timeout_s)
+    return evaluate(load_task(case.task), load_candidate(cand), cfg)
+
+
+def _codes(res: EvalResult) -> list[str]:
+    return [r.code.value for r in res.failures]
+
+
+def _explain(res: EvalResult) -> str:
+    lines = [f"correct={res.correct} reward={res.reward} compiled={res.compiled}"]
+    lines += [f"  {r.code.value} [{r.kind.value}]: {r.message[:1500]}" for r in res.reasons]
+    return "\n".join(lines)
+
+
+def _assert_honest(res: EvalResult) -> None:
+    why = _explain(res)
+    assert res.correct, why
+    assert res.reward >= 1, why
+    assert res.failures == [], why
+    assert not [r for r in res.reasons if r.kind.value == "policy"], why
+
+
+@pytest.mark.parametrize("case,profile,code,device", _params())
+def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path):
+    t0 = time.monotonic()
+    res = _run(case, profile, device, cache_dir, tmp_path)
+    elapsed = time.monotonic() - t0
+    if code == PASS:
+        _assert_honest(res)
+    else:
+        assert res.reward == -1, _explain(res)
+        assert not res.correct, _explain(res)
+        wanted = code.split("|")
+        assert set(wanted) & set(_codes(res)), \
+            f"expected {' or '.join(wanted)} among the failures; got\n{_explain(res)}"
+    if case.flood:
+        out = res.candidate_output
+        kept = len(out.get("stdout", "").encode()) + len(out.get("stderr", "").encode())
+        assert kept < OUTPUT_BOUND, f"{kept} bytes of candidate output kept in the result"
+        assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons], _explain(res)
+    if case.fault == "hang":  # the limit holds: build and load are not part of it
+        spent = elapsed - res.phases_s.get("load", 0.0) - res.phases_s.get("build", 0.0)
+        assert spent < case.timeout_s + 30, f"the hang took {spent:.0f} s (limit {case.timeout_s} s)"
+
+
+@pytest.mark.gpu
+def test_gpu_still_serves_after_faults(cache_dir, tmp_path):
+    """A fault that kills a CUDA context (illegal address) or exhausts the device leaves the GPU
+    usable: the next evaluation on it is unaffected."""
+    honest = BY_ID["honest_plain_ext"]
+    for fault_id in ("cat13_illegal_memory", "cat13_oom"):
+        bad = _run(BY_ID[fault_id], "strict", "cuda", cache_dir, tmp_path / fault_id)
+        assert bad.reward == -1, _explain(bad)
+        good = _run(honest, "strict", "cuda", cache_dir, tmp_path / f"after_{fault_id}")
+        _assert_honest(good)
+
+
+# --- the suite itself ------------------------------------------------------------------------------
+
+def test_suite_metadata():
+    problems = [p for c in CASES for p in c.problems]
+    assert not problems, "\n".join(problems)
+    cheats = [c for c in CASES if not c.honest]
+    for cat in CHEAT_CATEGORIES:
+        mine = [c for c in cheats if c.category == cat]
+        assert len(mine) >= 2, f"category {cat}: {len(mine)} case(s), want at least 2"
+        for dev in DEVICES:  # every category 1..12 applies to both backends
+            on = [c.id for c in mine if dev in c.devices]
+            assert len(on) >= 2, f"category {cat}: {len(on)} case(s) on {dev} ({on}), want at least 2"
+    faults = [c for c in cheats if c.category == 13]
+    assert all(c.fault in FAULT_KINDS for c in faults), [(c.id, c.fault) for c in faults]
+    kinds = [c.fault for c in faults]
+    assert sorted(kinds) == sorted(FAULT_KINDS), f"fault kinds: {sorted(kinds)}, want each of {sorted(FAULT_KINDS)} once"
+    assert all(c.fault is None for c in cheats if c.category != 13)
+    honest_kinds = {c.kind for c in CASES if c.honest}
+    assert HONEST_KINDS <= honest_kinds, f"missing honest kinds: {sorted(HONEST_KINDS - honest_kinds)}"
+    assert all(c.kind for c in CASES if c.honest)
+    for c in cheats:
+        assert PASS not in [code for _, code in c.expects] or c.category == 1, \
+            f"{c.id}: only a category-1 case may pass (under a profile that allows torch ops)"
+        assert any(code != PASS for _, code in c.expects), f"{c.id}: a cheat must fail somewhere"
+    # Every expected code is one the evaluator emits.
+    valid = {c.value for c in Code}
+    unknown = sorted({f"{c.id}: {code}" for c in CASES for _, alts in c.expects
+                      for code in alts.split("|") if code != PASS and code not in valid})
+    assert not unknown, "reason codes missing from cuda_agent.evaluate.result.Code:\n" + "\n".join(unknown)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cases_render_to_python(device):
+    """Every case, with its placeholders replaced, is valid Python, and a case uses `ext` or
+    `ADV_DEVICE` only when it asks for the block that defines them."""
+    for kernel in ("cpu", "cuda"):
+        block = (ADV / "kernels" / f"{kernel}.py").read_text()
+        assert f'name="adv_relu_bias_{kernel}"' in block
+        ast.parse(block)
+    for case in CASES:
+        raw = case.path.read_text()
+        src = case.render(device)
+        tree = ast.parse(src, filename=str(case.path))
+        assert not [ln for ln in src.splitlines() if ln.strip() in _PLACEHOLDER], case.id
+        assert ast.get_docstring(tree), f"{case.id}: starts with a docstring"
+        names = {n.id for n in ast.walk(ast.parse(raw)) if isinstance(n, ast.Name)}
+        if "ext" in names:
+            assert "#@KERNEL" in raw, f"{case.id}: uses ext without #@KERNEL"
+        if "ADV_DEVICE" in names:
+            assert "#@KERNEL" in raw or "#@DEVICE" in raw, f"{case.id}: uses ADV_DEVICE without a placeholder"
+        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body), case.id
+
+
+# --- nothing left behind ---------------------------------------------------------------------------
+
+def _eval_paths() -> set[str]:
+    tmp = tempfile.gettempdir()
+    patterns = [os.path.join(tmp, "cuda-agent-eval-*"), os.path.join(tmp, "cuda-agent-shm-*"),
+                "/dev/shm/cuda-agent-shm-*", "/dev/shm/cuda-agent-eval-*"]
+    return {p for pat in patterns for p in glob.glob(pat)}
+
+
+def _procs() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) of every live process (zombies and dead ones left out)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and parens
+        if fields[0] in ("Z", "X", "x"):
+            continue
+        out[int(entry)] = (int(fields[1]), fields[0])
+    return out
+
+
+def _descendants(root: int) -> set[int]:
+    procs = _procs()
+    found = set()
+    for pid in procs:
+        p, hops = pid, 0
+        while p in procs and hops < 128:
+            p, hops = procs[p][0], hops + 1
+            if p == root:
+                found.add(pid)
+                break
+    return found
+
+
+def _in_use(path: str) -> bool:
+    """True while some live process works in `path` (its cwd, a file open or mapped from it): an
+    evaluation still running elsewhere (another pytest, a CLI run), not a leftover of ours."""
+    inside = path + os.sep
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            if cwd == path or cwd.startswith(inside):
+                return True
+            with open(f"/proc/{entry}/maps") as f:
+                if inside in f.read():
+                    return True
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                if os.readlink(f"/proc/{entry}/fd/{fd}").startswith(inside):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_behind():
+    """After the whole module: no staging or shared-memory directory of an evaluation is left in the
+    temporary directories, and no process started during the module is still alive."""
+    paths_before = _eval_paths()
+    procs_before = _descendants(os.getpid())
+    yield
+    # Evaluations running concurrently elsewhere (another pytest, a CLI run) make directories of
+    # the same names: whatever is not ours disappears when they end, so only what stays is reported.
+    deadline = time.monotonic() + 90
+    while True:
+        paths = {p for p in _eval_paths() - paths_before if not _in_use(p)}
+        procs = _descendants(os.getpid()) - procs_before
+        if (not paths and not procs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not paths, f"left behind by evaluations: {sorted(paths)}"
+    described = []
+    for pid in sorted(procs):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            described.append(f"{pid}: {cmdline[:200]}")
+        except OSError:
+            pass
+    assert not described, "processes left running:\n" + "\n".join(described)
