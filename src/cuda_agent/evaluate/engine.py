@@ -409,6 +409,7 @@ class _Evaluation:
         if not prep["filled"]:
             self.slots[slot] = cand.call("alloc", self._left(), key=slot, spec=prep["spec"])["spec"]
             judge.call("fill", self._left(), trial=trial, spec=self.slots[slot])
+        cand.call("ping", self._left())  # a process woken from sleep answers ~0.1 ms later
         w0 = time.perf_counter()
         ran = cand.call("run", self._left(), key=slot, guarded=guarded)
         wall = (time.perf_counter() - w0) * 1e3
@@ -482,6 +483,10 @@ class _Evaluation:
                         if verdict is not None:
                             self._record_error(verdict)
                     else:
+                        # Like the candidate's calls, which follow the judge's writes, each baseline
+                        # call follows GPU work of the other process: both pay the switch of GPU
+                        # context (and whatever state it evicts) before their timed call.
+                        self.candidate.call("touch", self._left())
                         w0 = time.perf_counter()
                         got = judge.call("call", self._left(), which=impl, trial=keys[i % 2])
                         wall = (time.perf_counter() - w0) * 1e3 - got["flush_ms"]
@@ -524,9 +529,13 @@ def _timing_check(claimed: dict[str, list[float]], walls: dict[str, list[float]]
     beyond the call itself (the round trip over the channel, the synchronize) is the same code in the
     judge and in the candidate, so its median is measured on the judge's trusted calls. A candidate
     that under-reports its calls (a patched clock, work left running past the synchronize) shows an
-    overhead larger than the judge's. Tolerance: a floor (30 us on CUDA; 0.5 ms on the CPU backend,
-    where the judge, the candidate and their OpenMP threads share a few cores) plus 10% of the
-    claimed median plus twice the spread of the judge's overhead, so honest noise is not flagged.
+    overhead larger than the judge's. The two are not identical for honest candidates: on an H200
+    the candidate's calls show 0.04-0.09 ms more overhead than the judge's (0.1-0.14 ms with twelve
+    evaluations sharing the machine): its process has just been woken, its GPU context just switched
+    in. Tolerance: a floor (0.2 ms on CUDA; 0.5 ms on the CPU backend, where the judge, the candidate
+    and their OpenMP threads share a few cores) plus 10% of the claimed median plus twice the spread
+    of the judge's overhead, so honest noise is not flagged. It catches gross falsification; the
+    identity checks of the clocks (guard.py) are the finer defence.
     """
     judge_over = [w - c for impl in claimed if impl != "candidate"
                   for w, c in zip(walls[impl], claimed[impl])]
@@ -534,7 +543,7 @@ def _timing_check(claimed: dict[str, list[float]], walls: dict[str, list[float]]
     ref = TimeStats.of(judge_over)
     mine = _median(cand_over)
     claim = _median(claimed["candidate"])
-    tol = (0.03 if device == "cuda" else 0.5) + 0.1 * claim + 2 * ref.iqr
+    tol = (0.2 if device == "cuda" else 0.5) + 0.1 * claim + 2 * ref.iqr
     excess = mine - ref.median
     return {
         "judge_overhead_ms": round(ref.median, 5), "candidate_overhead_ms": round(mine, 5),

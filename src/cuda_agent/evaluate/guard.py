@@ -58,7 +58,7 @@ class OpGuard:
         if event == "c_call":
             mod = getattr(arg, "__module__", None)
             if (isinstance(mod, str) and mod not in self.known and mod.split(".")[0] not in _STDLIB
-                    and not mod.startswith("torch")):
+                    and not mod.startswith("torch") and not _installed(mod)):
                 self.ext_calls += 1
 
     def call(self, fn: Callable[..., Any], args: list[Any]) -> Any:
@@ -103,6 +103,16 @@ class OpGuard:
                                 "forward never called into the candidate's compiled extension: its kernels "
                                 "are a decoy. Call your extension's ops from forward")
         return None
+
+
+def _installed(name: str) -> bool:
+    """A module of an installed package (numpy, ...), not an extension the candidate built."""
+    mod = sys.modules.get(name) or sys.modules.get(name.split(".")[0])
+    path = str(getattr(mod, "__file__", "") or "")
+    return bool(path) and any(path.startswith(p) for p in _SITE)
+
+
+_SITE = tuple({sys.prefix, sys.base_prefix, *(p for p in sys.path if "-packages" in p)})
 
 
 class GuardFailure(Exception):
