@@ -44,7 +44,9 @@ def main() -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--only", default="", help="substring of the task ids to run")
     args = p.parse_args()
-    cfg = EvalConfig(device=args.device, trials=2, stress_trials=1, timing=False, timeout_s=600)
+    # The reference itself is PyTorch code: KernelBench's rules.
+    cfg = EvalConfig(device=args.device, policy="kernelbench", trials=2, stress_trials=1, timing=False,
+                     timeout_s=600)
     tasks = [t for t in load_kernelbench(args.kernelbench, levels=args.levels) if args.only in t.id]
     failed = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,6 +53,11 @@ def forward(expr_lines: str, prelude: str = "") -> str:
     (forward("return x", prelude="import ctypes\n"), "harness_patch", "harness_patch"),
     (forward("return x", prelude="exec('x = 1')\n"), "harness_patch", "harness_patch"),
     (forward("return x", prelude="torch.backends.cuda.matmul.allow_tf32 = True\n"), None, None),
+    (forward("return x", prelude="import sys\nsys.modules['torch'] = None\n"), "harness_patch",
+     "harness_patch"),
+    (forward("return x", prelude="import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\n"), None, None),
+    (forward("out = torch.empty_like(x)\nout[0] += 1\nacc = {}\nacc['k'] = 1\nreturn out"),
+     None, None),
     # category 9: the reference, frames, gc, files
     (forward("return x", prelude="from model import Model\n"), "reference_access", "reference_access"),
     (forward("return x", prelude="import gc\n"), "reference_access", "reference_access"),

@@ -242,8 +242,9 @@ class _PyChecker(ast.NodeVisitor):
                           "(only `self.*` and the TF32/reduced-precision switches of torch.backends)")
         elif isinstance(target, ast.Subscript):
             root = _root_name(target.value)
-            if root is not None and root != "self" and root[:1].islower() and root in (
-                    "sys", "os", "torch", "builtins") | self.torch_names:
+            module = self.modules.get(root or "", root)
+            if (module in ("sys", "builtins") or root in self.torch_names
+                    or (module == "os" and _dotted(target.value) != f"{root}.environ")):
                 self.flag(target, Code.HARNESS_PATCH, "item assignment into a module's table is not allowed")
 
     def visit_Assign(self, node: ast.Assign) -> None:
