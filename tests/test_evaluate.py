@@ -455,3 +455,31 @@ def test_import_is_cheap():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+# --- the harness's clock against the candidate's claims --------------------------------------------
+
+def test_timing_check_flags_under_reporting_only():
+    from cuda_agent.evaluate.engine import _timing_check
+
+    judge_claims = [1.0, 1.1, 0.9, 1.0] * 10
+    judge_walls = [c + 0.10 for c in judge_claims]  # the protocol costs the judge 0.1 ms per call
+    honest = {"claimed": [0.5] * 40, "walls": [0.5 + 0.15] * 40}  # a little more overhead: tolerated
+    liar = {"claimed": [0.05] * 40, "walls": [0.5 + 0.12] * 40}  # claims a tenth of its real time
+    for cand, tampered in ((honest, False), (liar, True)):
+        check = _timing_check({"eager": judge_claims, "candidate": cand["claimed"]},
+                              {"eager": judge_walls, "candidate": cand["walls"]}, "cuda")
+        assert check["tampered"] is tampered, check
+        assert check["judge_overhead_ms"] == pytest.approx(0.1)
+    # the CPU backend's floor is looser (three processes share a few cores)
+    check = _timing_check({"eager": judge_claims, "candidate": [0.3] * 40},
+                          {"eager": judge_walls, "candidate": [0.8] * 40}, "cpu")
+    assert not check["tampered"]
+
+
+def test_reduced_precision_is_recorded(tmp_path, cache_dir):
+    body = "torch.backends.cuda.matmul.allow_tf32 = True\n" + CORRECT[len(HEADER):]
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    assert res.correct, res.reasons
+    assert Code.REDUCED_PRECISION in [r.code for r in res.reasons]
+    assert res.device["candidate_precision"]["matmul_allow_tf32"] is True
