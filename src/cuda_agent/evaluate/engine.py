@@ -438,8 +438,9 @@ class _Evaluation:
 
     def _time(self) -> bool:
         """Interleaved rounds of eager, compile and the candidate, one call per command and the same
-        timed call in every process. Every timed call of the candidate gets fresh inputs and its
-        output is checked. Returns False when the candidate failed during timing."""
+        timed call in every process. Every timed call of the candidate gets fresh inputs; a random
+        share of them (`timed_check_fraction`) have their output checked. Returns False when the
+        candidate failed during timing."""
         cfg, judge = self.cfg, self.judge
         t0 = time.monotonic()
         keys = ["t0", "t1"]  # the baselines' inputs (trusted code: no fresh inputs needed)
