@@ -6,6 +6,7 @@ are covered by test_examples.py and test_workspace.py.
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -375,6 +376,20 @@ def test_no_files_left_behind(tmp_path, cache_dir):
         cand = candidate(tmp_path, body)
         run(tmp_path, cand, cache_dir, work_dir=work, policy="none")
         assert list(work.iterdir()) == []
+
+
+def test_stale_directories_of_killed_evaluations_are_swept(tmp_path, cache_dir):
+    work = tmp_path / "work"
+    work.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a harness pid that no longer exists
+    stale = [work / f"cuda-agent-eval-{gone.pid}-abc", work / f"cuda-agent-shm-{gone.pid}-def"]
+    live = work / f"cuda-agent-eval-{os.getpid()}-xyz"  # an evaluation still running: kept
+    for d in (*stale, live):
+        d.mkdir()
+        (d / "buf").write_bytes(b"x" * 1000)
+    run(tmp_path, candidate(tmp_path, "x = 1\n"), cache_dir, work_dir=work, timing=False)
+    assert sorted(p.name for p in work.iterdir()) == [live.name]
 
 
 def test_no_processes_left_behind(tmp_path, cache_dir):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -209,6 +210,27 @@ def _shm_root() -> str | None:
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
+_OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm)-(\d+)-")
+
+
+def _sweep_stale(work: Path | None) -> None:
+    """Remove the directories of evaluations whose harness process is gone (killed with SIGKILL,
+    it could not clean up). Directories are named by the harness's pid; a live pid is left alone."""
+    for root in {str(work) if work else tempfile.gettempdir(), str(work) if work else _shm_root()}:
+        if not root or not os.path.isdir(root):
+            continue
+        for name in os.listdir(root):
+            m = _OWNED_DIR.match(name)
+            if not m:
+                continue
+            try:
+                os.kill(int(m.group(2)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass  # alive, owned by someone else
+
+
 class _Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig):
         self.task, self.cand, self.cfg = task, candidate, config
@@ -236,8 +258,10 @@ class _Evaluation:
         self.device = resolve_device(self.cfg.device)
         self.res.device = {"type": self.device}
         work = self.cfg.work_dir
-        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-eval-", dir=work))
-        shm = Path(tempfile.mkdtemp(prefix="cuda-agent-shm-", dir=work or _shm_root()))
+        _sweep_stale(work)
+        pid = os.getpid()
+        tmp = Path(tempfile.mkdtemp(prefix=f"cuda-agent-eval-{pid}-", dir=work))
+        shm = Path(tempfile.mkdtemp(prefix=f"cuda-agent-shm-{pid}-", dir=work or _shm_root()))
         try:
             self._run(tmp, shm)
         except WorkerFailure as f:
