@@ -130,7 +130,7 @@ class _Worker:
             raise WorkerFailure(self._fault(Code.TIMEOUT), f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
                                 "(hang, deadlock or far too slow); the process was killed") from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
-            message = self._death(cmd)
+            message = self._death(cmd)  # first: it reaps the process, whose status _fault reads
             raise WorkerFailure(self._fault(Code.CRASH), message) from None
         except ChannelError as exc:
             self.kill()
@@ -216,7 +216,7 @@ _OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm)-(\d+)-")
 def _sweep_stale(work: Path | None) -> None:
     """Remove the directories of evaluations whose harness process is gone (killed with SIGKILL,
     it could not clean up). Directories are named by the harness's pid; a live pid is left alone."""
-    for root in {str(work) if work else tempfile.gettempdir(), str(work) if work else _shm_root()}:
+    for root in [work] if work else [tempfile.gettempdir(), _shm_root()]:
         if not root or not os.path.isdir(root):
             continue
         for name in os.listdir(root):

@@ -188,12 +188,7 @@ class _PyChecker(ast.NodeVisitor):
         for a in node.names:
             full = f"{mod}.{a.name}"
             bound = a.asname or a.name
-            if full in FORBIDDEN_MODULES or (self.profile == "strict" and full in STRICT_MODULES):
-                self._module(node, full, bound)
-                continue
-            self.modules[bound] = full
-            if full == "torch.nn.functional":
-                self.functional_names.add(bound)
+            self._module(node, full, bound)  # `from torch.nn import functional as F` binds a module
             if mod == "torch.utils.cpp_extension":
                 self.ext_builders.add(bound)
                 continue

@@ -244,13 +244,13 @@ class Judge:
         from cuda_agent.evaluate.transport import SpecError, tensors_of
 
         t = self.trials.pop(trial)
-        if t["ref"] is None:  # a timed call picked for checking after it ran
-            with torch.no_grad():
-                t["ref"] = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in t["inputs"]])
         if not plain:  # claimed by the candidate's process; only bytes cross either way
             return {"code": Code.NOT_PLAIN_TENSOR.value,
                     "message": "outputs must be plain torch.Tensor objects, not subclasses, proxies or "
                                "other objects"}
+        if t["ref"] is None:  # a timed call picked for checking after it ran
+            with torch.no_grad():
+                t["ref"] = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in t["inputs"]])
         try:
             got = self._received(out)
         except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
