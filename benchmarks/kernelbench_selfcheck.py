@@ -4,6 +4,12 @@ starter `init-workspace` writes), must be judged correct. Any other verdict is a
 
     python benchmarks/kernelbench_selfcheck.py ../shared/kernelbench --max-elements 20000000 --device cpu
 
+With --timing it is also the check of timing symmetry: the candidate is the reference itself, so
+its speedup over eager must come out at 1.00x, whatever the protocol costs (`examples` as the task
+set times the bundled example tasks):
+
+    python benchmarks/kernelbench_selfcheck.py examples --device cuda --timing
+
 Tasks whose inputs and parameters hold more than --max-elements elements are skipped (sizes are
 read on the meta device, nothing is allocated).
 """
@@ -11,6 +17,7 @@ read on the meta device, nothing is allocated).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import sys
 import tempfile
 import time
@@ -19,7 +26,8 @@ from pathlib import Path
 import torch
 
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
-from cuda_agent.tasks import load_kernelbench
+from cuda_agent.examples import list_examples
+from cuda_agent.tasks import load_kernelbench, load_task
 from cuda_agent.workspace import starter_model_new
 
 
@@ -38,16 +46,22 @@ def size(task) -> int | None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kernelbench", help="a KernelBench checkout or its folder of level1/ ... level3/")
+    p.add_argument("kernelbench", help="a KernelBench checkout or its folder of level1/ ... level3/, "
+                   "or `examples` for the bundled example tasks")
     p.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--max-elements", type=int, default=20_000_000)
     p.add_argument("--device", default="cpu")
     p.add_argument("--only", default="", help="substring of the task ids to run")
+    p.add_argument("--timing", action="store_true", help="time it too (speedups should be 1.00x)")
     args = p.parse_args()
     # The reference itself is PyTorch code: KernelBench's rules.
-    cfg = EvalConfig(device=args.device, policy="kernelbench", trials=2, stress_trials=1, timing=False,
-                     timeout_s=600)
-    tasks = [t for t in load_kernelbench(args.kernelbench, levels=args.levels) if args.only in t.id]
+    cfg = EvalConfig(device=args.device, policy="kernelbench", trials=2, stress_trials=1,
+                     timing=args.timing, compile_baseline=False, timeout_s=600)
+    if args.kernelbench == "examples":
+        tasks = [replace(load_task(e.task), name=e.name) for e in list_examples()]
+    else:
+        tasks = load_kernelbench(args.kernelbench, levels=args.levels)
+    tasks = [t for t in tasks if args.only in t.id]
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
@@ -62,6 +76,10 @@ def main() -> int:
             res = evaluate(task, load_candidate(cand), cfg)
             verdict = "ok" if res.correct else "FAIL " + "; ".join(
                 f"{r.code.value}: {r.message[:300]}" for r in res.failures)
+            if res.correct and args.timing:
+                verdict += " " + ", ".join(f"{k} {v.median:.4f} ms (iqr {v.iqr:.4f}, n {v.n})"
+                                           for k, v in res.times_ms.items() if v)
+                verdict += f": {res.speedup_eager:.3f}x"
             print(f"{task.id} ({n} elements) {time.monotonic() - t0:.1f} s {verdict}", flush=True)
             if not res.correct:
                 failed.append(task.id)

@@ -97,6 +97,17 @@ def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="seeds: got 2, need 9"):
         EvalConfig(seeds=[1, 2])
     assert EvalConfig(atol=1e-3, rtol=1e-2).norm_tol == pytest.approx(5e-2)
+    with pytest.raises(ValueError, match="batch_calls"):
+        EvalConfig(batch_calls=0)
+
+
+def test_batch_size_fits_the_memory_budget():
+    from cuda_agent.evaluate.engine import _batch_size
+
+    assert _batch_size(64 * 256 * 4, 64 * 256 * 4, 8, 1 << 30) == 8  # small task: the most calls
+    assert _batch_size(100 << 20, 100 << 20, 8, 1 << 30) == 5  # five pairs of 200 MiB fit in 1 GiB
+    assert _batch_size(4 << 30, 4 << 30, 8, 1 << 30) == 1  # huge task: one call per command
+    assert _batch_size(0, 0, 8, 1 << 30) == 8  # scalar-only inputs and outputs
 
 
 def test_compare_rules():
@@ -156,6 +167,9 @@ def test_correct_candidate(tmp_path, cache_dir, device):
     assert len(set(res.seeds["all"])) == len(res.seeds["all"])
     assert all(t["passed"] for t in res.trials) and len(res.trials) == 7
     assert res.times_ms["eager"].n >= 5 and res.times_ms["candidate"].n >= 5
+    # 64x256 float32 in and out: every command is a batch of the most calls (8)
+    assert res.timing_check["calls_per_batch"] == 8
+    assert 0 < res.timing_check["timed_calls_checked"] < 8 * res.times_ms["candidate"].n
     assert res.speedup_eager == pytest.approx(res.times_ms["eager"].median / res.times_ms["candidate"].median,
                                               rel=1e-3)
     assert res.speedup_compile is None  # compile baseline off
@@ -174,6 +188,16 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
     assert res.seeds["all"] == seeds
     assert [t["seed"] for t in res.trials] == seeds[:7]
     assert res.correct and res.reward == 1
+
+
+def test_one_call_per_command(tmp_path, cache_dir):
+    """batch_calls=1: every trial and every timed call is its own command (the protocol of tasks
+    too large for batches); every timed call checked."""
+    cand = candidate(tmp_path, CORRECT[len(HEADER):])
+    res = run(tmp_path, cand, cache_dir, batch_calls=1, timed_check_fraction=1.0)
+    assert res.correct and res.reward >= 1, res.reasons
+    assert res.timing_check["calls_per_batch"] == 1
+    assert res.timing_check["timed_calls_checked"] == res.times_ms["candidate"].n + 1  # + the warm-up
 
 
 @pytest.mark.parametrize("body,code", [

@@ -49,9 +49,13 @@ class EvalConfig:
     timing_rounds: int = 3
     """Interleaved rounds of eager, compile, candidate."""
     min_iters: int = 5
-    """Fewest timed calls per implementation."""
+    """Fewest timing samples (batches of calls) per implementation."""
     max_iters: int = 300
-    """Most timed calls per implementation."""
+    """Most timing samples (batches of calls) per implementation."""
+    batch_calls: int = 8
+    """Most calls of one implementation per command, back to back on distinct inputs (fewer when a
+    batch's inputs and outputs would not fit in memory). Calls of one process in a row keep its host
+    side warm, the same for the candidate and the baselines; each timing sample is a batch's mean."""
     timed_check_fraction: float = 0.25
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
     each call (every timed call gets fresh inputs either way). 1.0 checks them all."""
@@ -89,6 +93,8 @@ class EvalConfig:
             )
         if not 0 < self.timed_check_fraction <= 1:
             raise ValueError(f"timed_check_fraction={self.timed_check_fraction}: must be in (0, 1]")
+        if self.batch_calls < 1:
+            raise ValueError(f"batch_calls={self.batch_calls}: must be 1 or more (default 8)")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
             raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
         self.cache_dir = Path(self.cache_dir)

@@ -138,6 +138,7 @@ WATCHED = (
     "cuda_agent.evaluate.channel.Channel.send", "cuda_agent.evaluate.channel.Channel.recv",
     "cuda_agent.evaluate.transport.Exporter.export", "cuda_agent.evaluate.transport.Exporter.empty",
     "cuda_agent.evaluate.transport.describe", "cuda_agent.evaluate.timing.Timer.sync",
+    "cuda_agent.evaluate.timing.Timer.flush", "cuda_agent.evaluate.timing.Timer.touch",
     "cuda_agent.evaluate.guard.OpGuard.call", "cuda_agent.evaluate.guard.Integrity.check",
     "cuda_agent.evaluate.worker.Runner.cmd_run", "cuda_agent.evaluate.worker.timed_call",
     "cuda_agent.evaluate.worker.serve",

@@ -110,7 +110,8 @@ class Reason:
 
 @dataclass(slots=True)
 class TimeStats:
-    """Per-call times of one implementation in milliseconds."""
+    """Per-call times of one implementation in milliseconds, over `n` samples (each the mean of one
+    batch of back-to-back calls)."""
 
     median: float
     iqr: float  # interquartile range, the spread reported beside the median

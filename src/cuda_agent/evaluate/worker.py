@@ -97,10 +97,12 @@ def _device(name: str):
 
 
 def timed_call(timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
-    """The one timed call, for eager, torch.compile and the candidate alike: host clock around the
-    call and a device-wide synchronize (every stream of the process), in milliseconds."""
+    """The one timed call, for eager, torch.compile and the candidate alike: caches flushed, then the
+    host clock around the call and a device-wide synchronize (every stream of the process), in
+    milliseconds."""
     import torch
 
+    timer.flush()
     timer.touch()
     with torch.no_grad():
         t0 = time.perf_counter()
@@ -178,15 +180,42 @@ class Judge:
             inputs = list(self.task.get_inputs())
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
-    def cmd_prepare(self, trial: str, seed: int, stress: int | None = None,
-                    fill: dict[str, Any] | None = None, reference: bool = True,
+    def cmd_prepare(self, items: list[dict[str, Any]], reference: bool = True,
                     forget: list[str] | None = None) -> dict[str, Any]:
+        """Fresh inputs for each item {trial, seed, stress, fill, rewrite}, written into the
+        candidate's input slot `fill` when it has the right layout, or with `rewrite` into the
+        buffers of the judge's own earlier inputs of that trial key (the baselines' batches mirror
+        the candidate's: fresh data written into the same buffers); the caches are flushed once
+        after any write. Returns per item {skip, spec, filled}, and the bytes of one call's inputs
+        and reference output."""
+        from cuda_agent.evaluate.transport import tensors_of
+
+        for key in forget or ():  # timed calls that were not picked for checking
+            self.trials.pop(key, None)
+        done = []
+        for it in items:
+            old = self.trials.get(it["trial"]) if it.get("rewrite") else None
+            done.append(self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference))
+            if old is not None:
+                new = self.trials[it["trial"]]
+                for a, b in zip(tensors_of(new["inputs"]), tensors_of(old["inputs"])):
+                    b.copy_(a)
+                new["inputs"] = old["inputs"]
+                done[-1]["filled"] = True
+        if any(d["filled"] for d in done):
+            self.timer.flush()
+            self.timer.sync()
+        last = self.trials.get(items[-1]["trial"]) if items else None
+        nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
+        return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
+                "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0}
+
+    def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
+                 reference: bool) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate.transport import describe, tensors_of
 
-        for key in forget or ():  # timed calls that were not picked for checking
-            self.trials.pop(key, None)
         try:
             inputs = self._inputs(seed)
             if stress is not None:
@@ -205,12 +234,19 @@ class Judge:
         spec = describe(inputs)
         filled = fill is not None and _same_layout(spec, fill)
         if filled:
-            self.cmd_fill(trial, fill)
+            self._fill(trial, fill)
         return {"skip": False, "spec": spec, "filled": filled}
 
     def cmd_fill(self, trial: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """Write the trial's inputs into the candidate's input buffers, then flush the L2 cache: the
-        candidate's next call starts as cold as the baselines' calls do."""
+        """Write the trial's inputs into the candidate's newly allocated input buffers."""
+        self._fill(trial, spec)
+        self.timer.flush()
+        self.timer.sync()
+        return {}
+
+    def _fill(self, trial: str, spec: dict[str, Any]) -> None:
+        """Write the trial's inputs into the candidate's input buffers (the caller flushes the caches
+        afterwards: the data must not sit dirty in the judge's caches when the candidate reads it)."""
         from cuda_agent.evaluate.transport import build, tensors_of
 
         t = self.trials[trial]
@@ -224,10 +260,7 @@ class Judge:
             raise Failure(Code.PROTOCOL_VIOLATION, "the candidate allocated inputs unlike the spec")
         for a, b in zip(mine, theirs):
             b.copy_(a)
-        self.timer.flush()
-        self.timer.sync()
         t["aliases"] = theirs
-        return {}
 
     def _received(self, out: Any) -> Any:
         from cuda_agent.evaluate.transport import build
@@ -286,18 +319,19 @@ class Judge:
             return {"error": _trace(exc, 2000)}
         return {"error": None}
 
-    def cmd_call(self, which: str, trial: str) -> dict[str, Any]:
-        """One timed call of the eager or compiled reference (L2 flushed first)."""
+    def cmd_call(self, which: str, trials: list[str]) -> dict[str, Any]:
+        """A batch of timed calls of the eager or compiled reference, one per trial's inputs, with
+        the same steps as the candidate's `run` so that the commands' overheads compare."""
         fn = self.model if which == "eager" else self.compiled
         assert fn is not None, which
-        t0 = time.perf_counter()
-        self.timer.flush()
-        self.timer.sync()
-        flush_ms = (time.perf_counter() - t0) * 1e3  # not part of the protocol's overhead
-        before = _threads()  # the same steps as the candidate's `run`, so overheads compare
-        _, ms = timed_call(self.timer, fn, self.trials[trial]["inputs"])
+        before = _threads()
+        outs, ms = [], []
+        for trial in trials:
+            out, t = timed_call(self.timer, fn, self.trials[trial]["inputs"])
+            outs.append(out)
+            ms.append(t)
         _threads() - before
-        return {"ms": ms, "flush_ms": flush_ms}
+        return {"ms": ms}
 
     def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """Are ModelNew's parameters and buffers still the reference's, bit for bit?"""
@@ -347,7 +381,7 @@ def _stress(x: Any, variant: int) -> Any:
 class Runner:
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
-        self.out: Any = None
+        self.outs: dict[str, Any] = {}  # the last batch's outputs, by input slot
         self.calls = 0
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
@@ -408,25 +442,28 @@ class Runner:
         self.values[key] = value = build(spec, self.exporter.empty)
         return {"spec": describe(value, self.exporter.export_allocated)}
 
-    def cmd_run(self, key: str, guarded: bool) -> dict[str, Any]:
-        """Call ModelNew on slot `key`'s inputs; keep the output for `export`. Guarded calls run under
-        the op guard (strict); every call ends with the integrity and thread checks."""
+    def cmd_run(self, keys: list[str], guarded: bool) -> dict[str, Any]:
+        """Call ModelNew on each slot's inputs, back to back; keep the outputs for `export`. Guarded
+        calls run under the op guard (strict); the batch ends with the integrity and thread checks."""
         from cuda_agent.evaluate.guard import OpGuard
 
-        self.out = None
-        args = self.values[key]
+        self.outs = {}
         before = _threads()
-        if guarded and self.policy == "strict":
-            og = OpGuard(self.integrity.modules, strict=True)
-            self.out, ms = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args)
-            self.integrity.check()
-            if failure := og.verdict():
-                raise failure
-        else:  # only the call and a thread count between the harness's clock readings
-            self.out, ms = timed_call(self.timer, self.model, args)
+        ms = []
+        for key in keys:
+            args = self.values[key]
+            if guarded and self.policy == "strict":
+                og = OpGuard(self.integrity.modules, strict=True)
+                self.outs[key], t = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args)
+                self.integrity.check()
+                if failure := og.verdict():
+                    raise failure
+            else:  # only the calls between the harness's clock readings
+                self.outs[key], t = timed_call(self.timer, self.model, args)
+            ms.append(t)
         started = _threads() - before
         self.calls += 1
-        if started and self.calls > 1:  # the first call may start OpenMP's pool; later calls may not
+        if started and self.calls > 1:  # the first batch may start OpenMP's pool; later ones may not
             raise Failure(Code.HIDDEN_WORK, f"{len(started)} native thread(s) started during forward were "
                           "still running when it returned: work outside the call hides from the timer")
         return {"ms": ms}
@@ -437,12 +474,12 @@ class Runner:
         self.timer.touch()
         return {}
 
-    def cmd_export(self) -> dict[str, Any]:
+    def cmd_export(self, key: str) -> dict[str, Any]:
         from cuda_agent.evaluate.transport import describe
 
         self.integrity.check()
         self.exporter.release()  # earlier exports were received (the judge cloned them)
-        out, self.out = self.out, None
+        out = self.outs.pop(key)
         return {"out": describe(out, self.exporter.export), "plain": _plain(out)}
 
     def cmd_state(self) -> dict[str, Any]:
