@@ -501,19 +501,20 @@ def test_import_is_cheap():
 def test_timing_check_flags_under_reporting_only():
     from cuda_agent.evaluate.engine import _timing_check
 
-    judge_claims = [1.0, 1.1, 0.9, 1.0] * 10
-    judge_walls = [c + 0.10 for c in judge_claims]  # the protocol costs the judge 0.1 ms per call
+    trusted = TimeStats.of([0.10] * 40)  # the protocol costs the baselines' commands 0.1 ms
     honest = {"claimed": [0.5] * 40, "walls": [0.5 + 0.15] * 40}  # a little more overhead: tolerated
     liar = {"claimed": [0.05] * 40, "walls": [0.5 + 0.12] * 40}  # claims a tenth of its real time
     for cand, tampered in ((honest, False), (liar, True)):
-        check = _timing_check({"eager": judge_claims, "candidate": cand["claimed"]},
-                              {"eager": judge_walls, "candidate": cand["walls"]}, "cuda")
+        check = _timing_check(cand["claimed"], cand["walls"], trusted, "cuda")
         assert check["tampered"] is tampered, check
-        assert check["judge_overhead_ms"] == pytest.approx(0.1)
+        assert check["trusted_overhead_ms"] == pytest.approx(0.1)
     # the CPU backend's floor is looser (three processes share a few cores)
-    check = _timing_check({"eager": judge_claims, "candidate": [0.3] * 40},
-                          {"eager": judge_walls, "candidate": [0.8] * 40}, "cpu")
+    check = _timing_check([0.3] * 40, [0.8] * 40, trusted, "cpu")
     assert not check["tampered"]
+    # and a long trusted overhead (the CPU backend's cache flushes) widens the tolerance with it
+    slow = TimeStats.of([4.0] * 40)
+    assert not _timing_check([5.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
+    assert _timing_check([1.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
 
 
 def test_reduced_precision_is_recorded(tmp_path, cache_dir):

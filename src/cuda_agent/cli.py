@@ -53,6 +53,9 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timing", action="store_true", help="check correctness only (reward at most 1)")
     p.add_argument("--no-compile-baseline", action="store_true",
                    help="skip the torch.compile baseline (reward at most 2)")
+    p.add_argument("--no-baseline-cache", action="store_true",
+                   help="measure eager and compile in this evaluation, interleaved with the candidate, "
+                        "instead of reusing their cached timings for this task, device and software")
     p.add_argument("--timeout", type=_positive(float), default=300.0,
                    help="wall-clock limit of the evaluation after the build, seconds (default 300)")
     p.add_argument("--cache-dir", type=Path, default=None,
@@ -65,7 +68,7 @@ def _config(args: argparse.Namespace):
     kw: dict[str, Any] = dict(device=args.device, policy=args.policy, trials=args.trials, stress_trials=args.stress_trials,
                               atol=args.atol, rtol=args.rtol, seeds=args.seeds,
                               timing=not args.no_timing, compile_baseline=not args.no_compile_baseline,
-                              timeout_s=args.timeout)
+                              baseline_cache=not args.no_baseline_cache, timeout_s=args.timeout)
     if args.cache_dir is not None:
         kw["cache_dir"] = args.cache_dir
     try:
@@ -211,10 +214,111 @@ def cmd_examples(args: argparse.Namespace) -> int:
     return 0
 
 
+def _taskset(spec: str, levels: list[int] | None):
+    """Tasks of TASKSET: `examples` (the bundled ones) or a KernelBench checkout / level folder."""
+    from dataclasses import replace
+
+    from cuda_agent.examples import list_examples
+    from cuda_agent.tasks import load_kernelbench, load_task
+
+    if spec == "examples":
+        return [replace(load_task(e.task), name=e.name) for e in list_examples()]
+    return load_kernelbench(spec, levels=levels)
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    """Measure (or read from the cache) every task's eager and compile baselines; print them with a
+    self-check (the reference timed as a candidate: 1.00x when timing is fair); with --out, write
+    KernelBench's results/timing layout."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from cuda_agent.evaluate import evaluate
+    from cuda_agent.evaluate.baselines import baseline_candidate
+    from cuda_agent.evaluate.device import resolve_device
+
+    config = _config(args)
+    config.device = device = resolve_device(config.device)
+    config.policy, config.trials, config.stress_trials = "none", 1, 0  # the reference is trusted code
+    tasks = _taskset(args.taskset, args.level)
+    if not tasks:
+        raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
+    rows = []
+    with _stdout_reserved(args.json), Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=_console(stderr=True), transient=True,
+    ) as progress:
+        bar = progress.add_task(f"baselines on {device}", total=len(tasks))
+        for task in tasks:
+            progress.update(bar, description=task.id)
+            res = evaluate(task, baseline_candidate(task.source, "eager"), config)
+            rows.append((task, res))
+            progress.advance(bar)
+    written = _write_kernelbench_timing(rows, args.out) if args.out else []
+    if args.json:
+        print(json.dumps({"device": device, "written": [str(p) for p in written], "tasks": [
+            {"task": t.id, "level": t.level, "eager": _stats_json(r.times_ms.get("eager")),
+             "compile": _stats_json(r.times_ms.get("compile")),
+             "source": (r.timing_check or {}).get("baselines", {}).get("source"),
+             "self_check": r.speedup_eager, "reasons": [x.code.value for x in r.reasons]}
+            for t, r in rows]}))
+        return 0
+    table = Table(title=f"baselines on {device}", title_justify="left")
+    for col in ("task", "eager ms", "compile ms", "source", "self-check", "reasons"):
+        table.add_column(col)
+    for t, r in rows:
+        table.add_row(t.id, _fmt_ms(r.times_ms["eager"]), _fmt_ms(r.times_ms["compile"]),
+                      (r.timing_check or {}).get("baselines", {}).get("source", "-"), _fmt_x(r.speedup_eager),
+                      ", ".join(x.code.value for x in r.reasons) or "-")
+    _console().print(table)
+    for p in written:
+        print(f"wrote {p}")
+    return 0
+
+
+def _stats_json(st) -> dict[str, Any] | None:
+    from dataclasses import asdict
+
+    return None if st is None else asdict(st)
+
+
+def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
+    """KernelBench's results/timing layout: <out>/<hardware>/baseline_time_torch.json and
+    baseline_time_torch_compile_inductor_default.json, {"level1": {"19_ReLU.py": {"mean", "std",
+    "min", "max", "num_trials", "hardware", "device"}}}, plus our median and IQR."""
+    files = {"eager": "baseline_time_torch.json", "compile": "baseline_time_torch_compile_inductor_default.json"}
+    docs: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in files}
+    hardware = None
+    for task, res in rows:
+        dev = res.device
+        hardware = hardware or (dev.get("name") or dev.get("type") or "unknown").replace(" ", "_")
+        level = f"level{task.level}" if task.level is not None else "examples"
+        for which in files:
+            st = res.times_ms.get(which)
+            if st is None:
+                continue
+            docs[which].setdefault(level, {})[f"{task.name}.py"] = {
+                "mean": round(st.mean if st.mean is not None else st.median, 6),
+                "std": round(st.std or 0.0, 6), "min": round(st.min, 6), "max": round(st.max, 6),
+                "num_trials": st.n, "median": round(st.median, 6), "iqr": round(st.iqr, 6),
+                "hardware": hardware, "device": str(dev.get("index", dev.get("type"))),
+            }
+    folder = Path(out) / (hardware or "unknown")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for which, name in files.items():
+        if docs[which]:
+            path = folder / name
+            path.write_text(json.dumps(docs[which], indent=2, sort_keys=True) + "\n")
+            written.append(path)
+    return written
+
+
 EXAMPLES = {
     "eval": "cuda-agent eval task.py candidate.py --device cpu --json",
     "init-workspace": "cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda",
     "examples": "cuda-agent examples --device cpu",
+    "baselines": "cuda-agent baselines KernelBench/ --level 1 --device cuda --out results/timing",
 }
 
 
@@ -260,6 +364,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--form", choices=["single", "workspace"], default=None, help="only this candidate form")
     _add_eval_options(p)
     p.set_defaults(func=cmd_examples)
+
+    p = sub.add_parser("baselines", help="measure and cache the eager and compile baselines of a task set",
+                       description="Measure every task's eager and torch.compile timings (once per task, "
+                       "device and software versions; later evaluations reuse them) and print them with a "
+                       "self-check: the reference timed as a candidate, 1.00x when timing is fair.",
+                       epilog=f"example: {EXAMPLES['baselines']}")
+    p.add_argument("taskset", help="a KernelBench checkout, its KernelBench/ folder or a folder of level1/..., "
+                   "or `examples` for the bundled example tasks")
+    p.add_argument("--level", type=int, nargs="+", choices=[1, 2, 3, 4], default=None,
+                   help="only these KernelBench levels")
+    p.add_argument("--out", type=Path, default=None,
+                   help="also write KernelBench's results/timing layout under this folder")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_baselines)
     return parser
 
 

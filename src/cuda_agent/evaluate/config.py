@@ -44,6 +44,10 @@ class EvalConfig:
     """Measure eager, torch.compile and the candidate (needed for rewards above 1)."""
     compile_baseline: bool = True
     """Measure the torch.compile baseline (default mode)."""
+    baseline_cache: bool = True
+    """Reuse the baselines' timings measured before for the same task, device and software (kept
+    under `cache_dir/baselines`); False measures them in every evaluation, interleaved with the
+    candidate's calls."""
     timing_budget_s: float = 1.0
     """Target seconds of timed calls per implementation (split over interleaved rounds)."""
     timing_rounds: int = 3

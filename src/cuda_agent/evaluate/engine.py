@@ -1,11 +1,13 @@
 """The harness: one evaluation of a candidate against a task, from build to reward.
 
 The harness process never imports candidate code, and does not need torch. It stages the candidate's
-trusted files, builds its extension (build.py), starts two workers (worker.py) and drives them over
+trusted files, builds its extension (build.py), starts the workers (worker.py) and drives them over
 private channels: the *judge* holds the reference and decides correctness; the *candidate* runs the
-code under test. Every step has a deadline; a worker that hangs, crashes or lies about the protocol
-ends the evaluation with a reason code, and its process group is killed. The verdict and the reward
-are computed here, from what the judge established and what the harness measured itself.
+code under test; when the baselines are not cached (baselines.py), two more runners time the
+reference, eager and compiled, through the same commands. Every step has a deadline; a worker that
+hangs, crashes or lies about the protocol ends the evaluation with a reason code, and its process
+group is killed. The verdict and the reward are computed here, from what the judge established and
+what the harness measured itself.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.evaluate import policy
+from cuda_agent.evaluate.baselines import BaselineCache, Baselines, baseline_candidate, baseline_key
+from cuda_agent.evaluate.baselines import now as baselines_now
 from cuda_agent.evaluate.build import BuildResult, _package_root, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
@@ -100,7 +104,7 @@ def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
 
 class _Worker:
     def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int):
-        self.role = role
+        self.role, self.cwd = role, cwd
         parent, child = socket.socketpair()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.evaluate.worker", role],
@@ -239,9 +243,10 @@ class _Evaluation:
         self.task, self.cand, self.cfg = task, candidate, config
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
         self.workers: list[_Worker] = []
-        self.slots: dict[str, Any] = {}  # the candidate's input slots, by name: their specs
+        self.slots: dict[tuple[str, str], Any] = {}  # input slots by (runner, name): their specs
         self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
+        self._compile_error: str | None = None
 
     # -- helpers --
     def _left(self) -> float:
@@ -306,11 +311,16 @@ class _Evaluation:
                 more = f"\n... and {len(lines) - 20} more" if len(lines) > 20 else ""
                 self.res.add(code, f"policy {cfg.policy}: " + "\n".join(lines[:20]) + more)
             return
+        # The task's cached baselines, read before any worker starts (nothing the candidate writes
+        # can reach its own evaluation).
+        self.baselines = BaselineCache(cfg.cache_dir / "baselines") if cfg.baseline_cache and cfg.timing else None
+        self.baseline_snapshot = self.baselines.snapshot(self.task.source) if self.baselines else None
         stage_dir = tmp / "stage"
         stage_dir.mkdir()
         stage(self.cand, stage_dir)
         env = _scrubbed_env({"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"),
                              "TMPDIR": str(tmp)})
+        self.tmp, self.shm, self.env = tmp, shm, env
         judge = _Worker("judge", tmp, env, cfg.output_limit)
         self.workers.append(judge)
         candidate = _Worker("candidate", stage_dir, env, cfg.output_limit)
@@ -336,6 +346,7 @@ class _Evaluation:
             finally:
                 self._phase("reference_setup", t0)
             self.res.device = setup["device"]
+            self.init_inputs = setup["init_inputs"]
             built: BuildResult | None = fut.result()
         if built is not None:
             self.res.phases_s["build"] = round(built.seconds, 4)
@@ -419,24 +430,25 @@ class _Evaluation:
         worst = self.res.errors or {"max_abs": 0.0, "rel_norm": 0.0}
         self.res.errors = {k: max(worst[k], stats[k]) for k in worst}
 
-    def _batch(self, items: list[tuple[str, int, int | None]], guarded: bool, check: float = 1.0
+    def _batch(self, items: list[tuple[str, int, int | None]], guarded: bool, check: float = 1.0,
+               runner: _Worker | None = None
                ) -> tuple[dict[str, tuple[Code | None, dict[str, Any] | None, float]], float]:
-        """One command of back-to-back calls of the candidate, one per item (trial key, seed, stress
-        variant). The judge writes fresh inputs into one of the candidate's input slots per item and
-        flushes the caches; the candidate runs the calls (its claimed times and the harness's wall
-        time of the whole command are both kept); then each call's output, with probability `check`
-        (decided after the command, so the candidate cannot know), is exported and compared with
-        the reference while the candidate's process is stopped. Correctness trials and timed calls
-        go through here alike.
+        """One command of back-to-back calls of the candidate (or of a baseline's `runner`), one per
+        item (trial key, seed, stress variant). The judge writes fresh inputs into one of the
+        runner's input slots per item and flushes the caches; the runner makes the calls (its
+        claimed times and the harness's wall time of the whole command are both kept); then each
+        call's output, with probability `check` (decided after the command, so the candidate cannot
+        know), is exported and compared with the reference while the runner's process is stopped.
+        Correctness trials, timed calls and the baselines' timed calls go through here alike.
 
         Returns {trial: (failure code or None, the judge's verdict or None when not checked,
         claimed ms)}, without the stress trials skipped (reference not finite), and the wall ms.
         Checking stops at the first failure."""
-        judge, cand = self.judge, self.candidate
+        judge, cand = self.judge, runner or self.candidate
         forget, self.unchecked = self.unchecked, []
         slots = [f"k{i}" for i in range(len(items))]
         prep = judge.call("prepare", self._left(), reference=check >= 1.0, forget=forget, items=[
-            {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get(slot)}
+            {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get((cand.role, slot))}
             for (t, seed, stress), slot in zip(items, slots)])
         if self.batch is None:
             self.batch = _batch_size(prep["in_bytes"], prep["out_bytes"], self.cfg.batch_calls,
@@ -446,8 +458,9 @@ class _Evaluation:
             if p["skip"]:
                 continue
             if not p["filled"]:
-                self.slots[slot] = cand.call("alloc", self._left(), key=slot, spec=p["spec"])["spec"]
-                judge.call("fill", self._left(), trial=trial, spec=self.slots[slot])
+                spec = cand.call("alloc", self._left(), key=slot, spec=p["spec"])["spec"]
+                self.slots[(cand.role, slot)] = spec
+                judge.call("fill", self._left(), trial=trial, spec=spec)
             live.append((trial, slot))
         if not live:
             return {}, 0.0
@@ -462,7 +475,7 @@ class _Evaluation:
                                 f"call(s) that took {wall:.3f} ms of the harness's wall-clock time")
         outcomes: dict[str, tuple[Code | None, dict[str, Any] | None, float]] = {}
         for (trial, slot), m in zip(live, ms):
-            if check < 1.0 and _RNG.random() >= check:
+            if check <= 0 or (check < 1.0 and _RNG.random() >= check):
                 self.unchecked.append(trial)
                 outcomes[trial] = (None, None, m)
                 continue
@@ -485,87 +498,133 @@ class _Evaluation:
             self.res.add(Code(verdict["code"]), verdict["message"])
             self.res.correct = False
 
+    def _baseline_runner(self, which: str) -> _Worker:
+        """A runner process holding the reference as `ModelNew` (eager, or under torch.compile), with
+        the reference weights, timed through the same commands as the candidate."""
+        stage_dir = self.tmp / which
+        stage_dir.mkdir()
+        stage(baseline_candidate(self.task.source, which), stage_dir)
+        # Trusted code only: Inductor's compiled kernels are cached across evaluations.
+        env = {**self.env, "TORCHINDUCTOR_CACHE_DIR": str(self.cfg.cache_dir / "inductor")}
+        worker = _Worker(which, stage_dir, env, self.cfg.output_limit)
+        self.workers.append(worker)
+        return worker
+
+    def _load_baseline(self, worker: _Worker) -> None:
+        loaded = worker.call("load", self._left(), stage_dir=str(worker.cwd), extension=None,
+                             device=self.device, init_seed=self.seeds["init"], init_inputs=self.init_inputs,
+                             shm_dir=str(self.shm), policy="none")
+        self.judge.call("weights", self._left(), state=loaded["state"])
+        worker.call("load_weights", self._left())
+
     def _time(self) -> bool:
-        """Interleaved rounds of eager, compile and the candidate. Each command is a batch of
-        back-to-back timed calls on distinct inputs (the same batch size and the same timed call in
-        every process); each sample is the mean of one batch, so work moved from one call of a batch
-        to another cannot lower it. Every timed call of the candidate gets fresh inputs; a random
-        share of them (`timed_check_fraction`) have their output checked. Returns False when the
-        candidate failed during timing."""
-        cfg, judge, n = self.cfg, self.judge, self.batch or 1
+        """Timing rounds. Each command is a batch of back-to-back timed calls on distinct inputs;
+        each sample is the mean of one batch, so work moved from one call of a batch to another
+        cannot lower it. The baselines (eager, torch.compile) are the reference run as candidates
+        by runner processes of their own, through the same commands (`_batch`), interleaved with
+        the candidate in rotating rounds, or, when measured before for this task, device and
+        software, read from the cache (`baselines.py`). Every timed call of the candidate gets
+        fresh inputs; a random share of them (`timed_check_fraction`) have their output checked.
+        Returns False when the candidate failed during timing."""
+        cfg, n = self.cfg, self.batch or 1
         t0 = time.monotonic()
-        keys = [f"t{i}" for i in range(n)]  # the baselines' inputs (trusted code: no fresh inputs needed)
-        judge.call("prepare", self._left(), reference=False, items=[
-            {"trial": key, "seed": self.seeds["timing"] + i} for i, key in enumerate(keys)])
-        impls = ["eager", "candidate"]
-        if cfg.compile_baseline:
-            t1 = time.monotonic()
-            err = judge.call("compile", self._left(), trial="t0")["error"]
-            self._phase("compile_baseline", t1)
-            if err:
-                self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, f"torch.compile of the reference failed:\n{err}")
-            else:
-                impls.insert(1, "compile")
+        key = baseline_key(self.res.device, n, cfg.compile_baseline)
+        store = self.baselines
+        cached = store.lookup(self.baseline_snapshot, key) if store else None
+        runners: dict[str, _Worker] = {"candidate": self.candidate}
+        if cached is None:
+            which = ["eager", "compile"] if cfg.compile_baseline else ["eager"]
+            spawned = {w: self._baseline_runner(w) for w in which}  # start both, then load each
+            for w, worker in spawned.items():
+                try:
+                    self._load_baseline(worker)
+                except WorkerFailure as f:
+                    if w == "eager":
+                        raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
+                    self._compile_unavailable(worker, f.message)
+                    continue
+                runners[w] = worker
+            self._phase("baseline_setup", t0)
+        impls = [w for w in ("eager", "compile", "candidate") if w in runners]
         claimed: dict[str, list[float]] = {k: [] for k in impls}  # per command: sum of claimed ms
         walls: dict[str, list[float]] = {k: [] for k in impls}  # per command: the harness's clock
         samples: dict[str, list[float]] = {k: [] for k in impls}  # per command: mean ms per call
+        trusted: list[float] = []  # the protocol's own cost per command, in the judge, beside each batch
         chunk_ms = cfg.timing_budget_s * 1e3 / cfg.timing_rounds
         lo = -(-cfg.min_iters // cfg.timing_rounds)  # samples (batches) per round
         hi = max(cfg.max_iters // cfg.timing_rounds, lo)
-        n_timed = n_checked = n_base = 0
+        n_timed = n_checked = 0
         for r in range(cfg.timing_rounds):
             order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
             for impl in order:
+                if impl not in runners:  # the compile baseline failed in an earlier round
+                    continue
                 warmup = r == 0
                 spent, i, begun = 0.0, 0, time.perf_counter()
-                # Stop at the timed budget, or at three times it in elapsed time: the candidate's
-                # calls also pay for fresh inputs and checks (costly on the CPU backend).
+                # Stop at the timed budget, or at three times it in elapsed time: the calls also pay
+                # for fresh inputs and checks (costly on the CPU backend).
                 while i < hi and (i < lo or (spent < chunk_ms and
                                              (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
+                    items = [(f"{PREFIX[impl]}{n_timed + j}", self.seeds["timing"] + n_timed + j, None)
+                             for j in range(n)]
+                    n_timed += n
                     if impl == "candidate":
-                        items = [(f"x{n_timed + j}", self.seeds["timing"] + n + n_timed + j, None)
-                                 for j in range(n)]
-                        n_timed += n
                         outcomes, wall = self._batch(items, guarded=False, check=cfg.timed_check_fraction)
-                        ms = [m for _, _, m in outcomes.values()]
-                        for key, (code, verdict, _) in outcomes.items():
-                            if verdict is None:
-                                continue
-                            n_checked += 1
-                            if code is not None:
-                                if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
-                                    code = Code.TIMED_OUTPUT_MISMATCH
-                                self.res.add(code, f"output of timed call {key[1:]}: {verdict['message']}")
-                                return False
-                            self._record_error(verdict)
-                    else:
-                        # The same steps as the candidate's batches: fresh inputs written into the
-                        # same buffers (then the caches flushed), GPU work of the other process, the
-                        # batch. (The first call of a batch pays for what came before it; both sides
-                        # must pay alike.)
-                        judge.call("prepare", self._left(), reference=False, items=[
-                            {"trial": key, "seed": self.seeds["timing"] + (1 << 40) + n_base + j, "rewrite": True}
-                            for j, key in enumerate(keys)])
-                        n_base += n
-                        self.candidate.call("touch", self._left())
                         w0 = time.perf_counter()
-                        ms = judge.call("call", self._left(), which=impl, trials=keys)["ms"]
-                        wall = (time.perf_counter() - w0) * 1e3
-                    if warmup:
+                        probe = self.judge.call("probe", self._left(), n=n)["ms"]
+                        if not warmup:
+                            trusted.append((time.perf_counter() - w0) * 1e3 - sum(probe))
+                    else:
+                        try:
+                            outcomes, wall = self._batch(items, guarded=False, check=0.0, runner=runners[impl])
+                        except WorkerFailure as f:
+                            if impl == "eager":
+                                raise WorkerFailure(Code.REFERENCE_ERROR,
+                                                    f"the reference failed in its runner:\n{f.message}")
+                            self._compile_unavailable(runners.pop(impl), f.message)
+                            break
+                    for key_, (code, verdict, _) in outcomes.items():
+                        if verdict is None:
+                            continue
+                        n_checked += 1
+                        if code is not None:
+                            if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
+                                code = Code.TIMED_OUTPUT_MISMATCH
+                            self.res.add(code, f"output of timed call {key_[1:]}: {verdict['message']}")
+                            return False
+                        self._record_error(verdict)
+                    if warmup:  # the first batch of each: compiles, allocates, warms caches
                         warmup = False
                         continue
+                    ms = [m for _, _, m in outcomes.values()]
                     claimed[impl].append(sum(ms))
                     walls[impl].append(wall)
                     samples[impl].append(sum(ms) / len(ms))
                     spent += wall
                     i += 1
-        self.res.timing_check = check = _timing_check(claimed, walls, self.device)
+        if cached is None:
+            cached = Baselines(eager=TimeStats.of(samples["eager"]),
+                               compile=TimeStats.of(samples["compile"]) if "compile" in runners else None,
+                               compile_error=self._compile_error, calls_per_batch=n,
+                               device=self.res.device, measured_at=baselines_now())
+            if store:
+                store.put(self.task.source, key, cached)
+            source = "measured"
+        else:
+            source = "cached"
+            if cached.compile_error:
+                self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, cached.compile_error)
+        self.res.timing_check = check = _timing_check(claimed["candidate"], walls["candidate"],
+                                                      TimeStats.of(trusted), self.device)
         check["timed_calls_checked"] = n_checked
         check["calls_per_batch"] = n
+        check["baselines"] = {"source": source, "key": key, "measured_at": cached.measured_at}
         if check["tampered"]:
             self.res.add(Code.TIMING_TAMPERED, check["message"])
             return False
-        stats = {k: TimeStats.of(v) for k, v in samples.items()}
+        stats = {"eager": cached.eager, "candidate": TimeStats.of(samples["candidate"])}
+        if cached.compile is not None:
+            stats["compile"] = cached.compile
         self.res.times_ms.update(stats)
         c = stats["candidate"].median
         if c > 0:
@@ -574,6 +633,14 @@ class _Evaluation:
                 self.res.speedup_compile = round(stats["compile"].median / c, 4)
         self._phase("timing", t0)
         return True
+
+    def _compile_unavailable(self, worker: _Worker, message: str) -> None:
+        worker.kill()
+        self._compile_error = f"torch.compile of the reference failed:\n{message}"
+        self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, self._compile_error)
+
+
+PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
 
 
 def _batch_size(in_bytes: int, out_bytes: int, most: int, budget: int) -> int:
@@ -589,36 +656,31 @@ def _median(xs: list[float]) -> float:
     return TimeStats.of(xs).median
 
 
-def _timing_check(claimed: dict[str, list[float]], walls: dict[str, list[float]],
-                  device: str) -> dict[str, Any]:
+def _timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, device: str) -> dict[str, Any]:
     """Does the candidate's account of its own calls agree with the harness's clock?
 
-    Every batch of calls is one command; the harness times the command from outside. What the
-    command costs beyond the calls themselves (the round trip over the channel, the cache flushes,
-    the synchronizes) is the same code in the judge and in the candidate, so its median is measured
-    on the judge's trusted commands. A candidate that under-reports its calls (a patched clock, work
-    left running past the synchronize) shows an overhead larger than the judge's. The two are not
-    identical for honest candidates: on an H200, with one call per command, the candidate showed
-    0.04-0.09 ms more overhead than the judge (0.1-0.14 ms with twelve evaluations sharing the
-    machine): its process had just been woken, its GPU context just switched in. Tolerance: a floor (0.2 ms on CUDA; 0.5 ms
-    on the CPU backend, where the judge, the candidate and their OpenMP threads share a few cores)
-    plus 10% of the claimed median plus twice the spread of the judge's overhead plus a quarter of
-    that overhead (the CPU backend's cache flushes make it milliseconds long), so honest noise is not
+    Every batch of calls is one command; the harness times the command from outside. What a command
+    costs beyond its calls (the round trip over the channel, the cache flushes, the synchronizes) is
+    the same code in every process, so its median is measured on trusted commands the judge runs
+    beside each of the candidate's (`probe`: the same timed calls, of nothing). A candidate that
+    under-reports its calls (a patched clock, work left running past the synchronize) shows a larger
+    overhead than the trusted one. Honest candidates are not identical to it either: on an H200, with
+    one call per command and the judge as the reference, the candidate showed 0.04-0.09 ms more
+    (0.1-0.14 ms with twelve evaluations sharing the machine). Tolerance: a floor (0.2 ms on CUDA;
+    0.5 ms on the CPU backend, where the processes and their OpenMP threads share a few cores) plus
+    10% of the claimed median plus twice the spread of the trusted overhead plus a quarter of that
+    overhead (the CPU backend's cache flushes make it milliseconds long), so honest noise is not
     flagged. It catches gross falsification; the identity checks of the clocks (guard.py) are the
     finer defence.
     """
-    judge_over = [w - c for impl in claimed if impl != "candidate"
-                  for w, c in zip(walls[impl], claimed[impl])]
-    cand_over = [w - c for w, c in zip(walls["candidate"], claimed["candidate"])]
-    ref = TimeStats.of(judge_over)
-    mine = _median(cand_over)
-    claim = _median(claimed["candidate"])
-    tol = (0.2 if device == "cuda" else 0.5) + 0.1 * claim + 2 * ref.iqr + 0.25 * max(ref.median, 0.0)
-    excess = mine - ref.median
+    mine = _median([w - c for w, c in zip(walls, claimed)])
+    claim = _median(claimed)
+    tol = (0.2 if device == "cuda" else 0.5) + 0.1 * claim + 2 * trusted.iqr + 0.25 * max(trusted.median, 0.0)
+    excess = mine - trusted.median
     return {
-        "judge_overhead_ms": round(ref.median, 5), "candidate_overhead_ms": round(mine, 5),
+        "trusted_overhead_ms": round(trusted.median, 5), "candidate_overhead_ms": round(mine, 5),
         "tolerance_ms": round(tol, 5), "tampered": excess > tol,
         "message": (f"the candidate's calls took {excess:.3f} ms more on the harness's clock than it "
-                    f"reported (median over {len(cand_over)} calls; tolerance {tol:.3f} ms): its timing "
+                    f"reported (median over {len(walls)} batches; tolerance {tol:.3f} ms): its timing "
                     "report was falsified or work ran outside the timed call"),
     }

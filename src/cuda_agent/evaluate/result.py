@@ -118,11 +118,15 @@ class TimeStats:
     min: float
     max: float
     n: int
+    mean: float | None = None  # for tools that report mean and standard deviation (KernelBench)
+    std: float | None = None
 
     @classmethod
     def of(cls, samples_ms: list[float]) -> "TimeStats":
         s = sorted(samples_ms)
         n = len(s)
+        mean = sum(s) / n
+        std = (sum((x - mean) ** 2 for x in s) / (n - 1)) ** 0.5 if n > 1 else 0.0
 
         def q(p: float) -> float:  # linear interpolation between closest ranks
             x = p * (n - 1)
@@ -130,7 +134,7 @@ class TimeStats:
             hi = min(lo + 1, n - 1)
             return s[lo] + (s[hi] - s[lo]) * (x - lo)
 
-        return cls(median=q(0.5), iqr=q(0.75) - q(0.25), min=s[0], max=s[-1], n=n)
+        return cls(median=q(0.5), iqr=q(0.75) - q(0.25), min=s[0], max=s[-1], n=n, mean=mean, std=std)
 
 
 @dataclass(slots=True)

@@ -1,16 +1,19 @@
-"""Worker processes of one evaluation: the judge and the candidate's runner.
+"""Worker processes of one evaluation: the judge and the runners (the candidate's, and the
+baselines').
 
-    python -m cuda_agent.evaluate.worker judge|candidate
+    python -m cuda_agent.evaluate.worker judge|candidate|eager|compile
 
 Each serves commands from the harness over a private socket (`channel.Channel`, fd given in
 `CUDA_AGENT_CHANNEL_FD`); its stdout and stderr are the harness's to read, never the protocol.
 
 - The *judge* never loads candidate code. It owns the task module, the reference model, the inputs
-  (generated on the device from seeds the harness chooses), the reference outputs, the comparison and
-  the eager / torch.compile baseline timings.
-- The *candidate* process loads `model_new.py` and the built extension and runs them. It owns the
-  buffers that cross the boundary; the judge opens them (transport.py). Whatever it reports is a claim
-  the judge or the harness checks: outputs are compared by the judge, inputs re-read by the judge.
+  (generated on the device from seeds the harness chooses), the reference outputs and the comparison.
+- A *runner* (`Runner`) loads a `model_new.py` and runs it: the candidate's (with its built extension),
+  or, in runners of their own, the reference wrapped as a candidate for the eager and torch.compile
+  baselines (baselines.py), so that all three are timed through the same commands. A runner owns the
+  buffers that cross the boundary; the judge opens them (transport.py). Whatever the candidate's
+  runner reports is a claim the judge or the harness checks: outputs are compared by the judge,
+  inputs re-read by the judge.
 """
 
 from __future__ import annotations
@@ -112,13 +115,16 @@ def timed_call(timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
     return out, ms
 
 
+def _nothing() -> None:
+    return None
+
+
 # --- the judge -------------------------------------------------------------------------------------
 
 class Judge:
     def __init__(self) -> None:
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
-        self.compiled = None
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
                   shm_dir: str) -> dict[str, Any]:
@@ -182,26 +188,15 @@ class Judge:
 
     def cmd_prepare(self, items: list[dict[str, Any]], reference: bool = True,
                     forget: list[str] | None = None) -> dict[str, Any]:
-        """Fresh inputs for each item {trial, seed, stress, fill, rewrite}, written into the
-        candidate's input slot `fill` when it has the right layout, or with `rewrite` into the
-        buffers of the judge's own earlier inputs of that trial key (the baselines' batches mirror
-        the candidate's: fresh data written into the same buffers); the caches are flushed once
-        after any write. Returns per item {skip, spec, filled}, and the bytes of one call's inputs
-        and reference output."""
+        """Fresh inputs for each item {trial, seed, stress, fill}, written into the runner's input
+        slot `fill` when it has the right layout (then the caches are flushed once). Returns per item
+        {skip, spec, filled}, and the bytes of one call's inputs and reference output."""
         from cuda_agent.evaluate.transport import tensors_of
 
         for key in forget or ():  # timed calls that were not picked for checking
             self.trials.pop(key, None)
-        done = []
-        for it in items:
-            old = self.trials.get(it["trial"]) if it.get("rewrite") else None
-            done.append(self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference))
-            if old is not None:
-                new = self.trials[it["trial"]]
-                for a, b in zip(tensors_of(new["inputs"]), tensors_of(old["inputs"])):
-                    b.copy_(a)
-                new["inputs"] = old["inputs"]
-                done[-1]["filled"] = True
+        done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
+                for it in items]
         if any(d["filled"] for d in done):
             self.timer.flush()
             self.timer.sync()
@@ -306,32 +301,10 @@ class Judge:
         self.importer.close()
         return result
 
-    def cmd_compile(self, trial: str) -> dict[str, Any]:
-        import torch
-
-        try:
-            self.compiled = torch.compile(self.model)
-            with torch.no_grad():
-                self.compiled(*self.trials[trial]["inputs"])
-            self.timer.sync()
-        except Exception as exc:
-            self.compiled = None
-            return {"error": _trace(exc, 2000)}
-        return {"error": None}
-
-    def cmd_call(self, which: str, trials: list[str]) -> dict[str, Any]:
-        """A batch of timed calls of the eager or compiled reference, one per trial's inputs, with
-        the same steps as the candidate's `run` so that the commands' overheads compare."""
-        fn = self.model if which == "eager" else self.compiled
-        assert fn is not None, which
-        before = _threads()
-        outs, ms = [], []
-        for trial in trials:
-            out, t = timed_call(self.timer, fn, self.trials[trial]["inputs"])
-            outs.append(out)
-            ms.append(t)
-        _threads() - before
-        return {"ms": ms}
+    def cmd_probe(self, n: int) -> dict[str, Any]:
+        """`n` timed calls of nothing: what the timing protocol itself costs a command, in a trusted
+        process, right now (the reference for the candidate's timing check)."""
+        return {"ms": [timed_call(self.timer, _nothing, [])[1] for _ in range(n)]}
 
     def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """Are ModelNew's parameters and buffers still the reference's, bit for bit?"""
@@ -467,12 +440,6 @@ class Runner:
             raise Failure(Code.HIDDEN_WORK, f"{len(started)} native thread(s) started during forward were "
                           "still running when it returned: work outside the call hides from the timer")
         return {"ms": ms}
-
-    def cmd_touch(self) -> dict[str, Any]:
-        """A trivial kernel in this process's GPU context, run before each timed baseline call so
-        that the baselines, like the candidate, start right after the other process used the GPU."""
-        self.timer.touch()
-        return {}
 
     def cmd_export(self, key: str) -> dict[str, Any]:
         from cuda_agent.evaluate.transport import describe

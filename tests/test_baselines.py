@@ -1,0 +1,174 @@
+"""Baselines measured like candidates (the reference in runner processes of its own) and cached per
+task, device and software versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.evaluate import Code, EvalConfig, evaluate, load_candidate
+from cuda_agent.evaluate.baselines import (BaselineCache, Baselines, baseline_candidate, baseline_key)
+from cuda_agent.evaluate.result import TimeStats
+from cuda_agent.tasks import load_task
+
+DATA = Path(__file__).parent / "data"
+TASK = DATA / "relu_bias_task.py"
+CORRECT = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return torch.relu(x + self.bias)
+'''
+DEVICE = {"type": "cuda", "name": "NVIDIA H200", "capability": "9.0", "memory_gb": 139.8, "driver": "580.1",
+          "torch": "2.11.0", "cuda": "13.0", "python": "3.12.3", "host": "a", "index": 0}
+
+
+def _entry(median: float = 1.0) -> Baselines:
+    st = TimeStats.of([median] * 5)
+    return Baselines(eager=st, compile=None, compile_error="no compiler", calls_per_batch=8, device=DEVICE,
+                     measured_at="2026-11-30T00:00:00Z")
+
+
+def test_key_covers_device_and_software_not_host():
+    base = baseline_key(DEVICE, 8, True)
+    assert baseline_key({**DEVICE, "host": "b", "index": 3}, 8, True) == base  # identical GPUs share
+    for changed in ({**DEVICE, "torch": "2.12.0"}, {**DEVICE, "driver": "590.0"}, {**DEVICE, "name": "H100"}):
+        assert baseline_key(changed, 8, True) != base
+    assert baseline_key(DEVICE, 4, True) != base
+    assert baseline_key(DEVICE, 8, False) != base
+
+
+def test_cache_round_trip_and_tampering(tmp_path):
+    cache = BaselineCache(tmp_path)
+    assert cache.get("task", "k") is None
+    path = cache.put("task", "k", _entry(2.5))
+    cache.put("task", "k2", _entry(3.0))  # a second entry of the same task, beside the first
+    got = cache.get("task", "k")
+    assert got is not None and got.eager.median == 2.5 and got.compile is None
+    assert got.compile_error == "no compiler" and got.calls_per_batch == 8
+    assert BaselineCache(tmp_path).get("task", "k2").eager.median == 3.0  # the secret is shared
+    assert cache.get("other task", "k") is None
+    assert (tmp_path / ".secret").stat().st_mode & 0o777 == 0o600
+    # an entry edited on disk (a slower-looking eager would inflate every speedup) is ignored
+    doc = json.loads(path.read_text())
+    doc["entries"]["k"]["entry"]["eager"]["median"] = 250.0
+    path.write_text(json.dumps(doc))
+    assert cache.get("task", "k") is None
+    # so is one copied under another key or task
+    doc["entries"]["k"] = doc["entries"]["k2"]
+    path.write_text(json.dumps(doc))
+    assert cache.get("task", "k") is None and cache.get("task", "k2").eager.median == 3.0
+    path.write_text("{not json")
+    assert cache.get("task", "k2") is None
+    # a snapshot taken earlier is not affected by later writes
+    snap = cache.snapshot("task")
+    cache.put("task", "k", _entry(9.0))
+    assert cache.lookup(snap, "k") is None and cache.get("task", "k").eager.median == 9.0
+
+
+def test_baseline_candidates_are_the_reference():
+    src = TASK.read_text()
+    for which in ("eager", "compile"):
+        cand = baseline_candidate(src, which)
+        assert cand.model_new.startswith(src) and "class ModelNew(Model)" in cand.model_new
+    ns: dict = {}
+    exec(baseline_candidate(src, "eager").model_new, ns)
+    assert issubclass(ns["ModelNew"], ns["Model"])
+
+
+def _cfg(cache_dir: Path, **kw) -> EvalConfig:
+    kw.setdefault("compile_baseline", False)
+    kw.setdefault("timing_budget_s", 0.1)
+    return EvalConfig(device="cpu", cache_dir=cache_dir, policy="kernelbench", timeout_s=300, **kw)
+
+
+def test_baselines_measured_once_then_cached(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(CORRECT)
+    task, cache = load_task(TASK), tmp_path / "cache"
+    first = evaluate(task, load_candidate(cand), _cfg(cache))
+    assert first.correct, first.reasons
+    assert first.timing_check["baselines"]["source"] == "measured"
+    assert "baseline_setup" in first.phases_s
+    assert len(list((cache / "baselines").glob("*.json"))) == 1  # one file for the task
+    second = evaluate(task, load_candidate(cand), _cfg(cache))
+    assert second.correct, second.reasons
+    assert second.timing_check["baselines"]["source"] == "cached"
+    assert second.timing_check["baselines"]["key"] == first.timing_check["baselines"]["key"]
+    assert second.times_ms["eager"] == first.times_ms["eager"]
+    assert "baseline_setup" not in second.phases_s
+    assert second.speedup_eager == pytest.approx(first.times_ms["eager"].median / second.times_ms["candidate"].median,
+                                                 rel=1e-3)
+    # switched off: measured again, interleaved with the candidate, and nothing new is written
+    third = evaluate(task, load_candidate(cand), _cfg(cache, baseline_cache=False))
+    assert third.timing_check["baselines"]["source"] == "measured"
+    assert len(list((cache / "baselines").glob("*.json"))) == 1  # one file for the task
+
+
+def test_tampered_cache_entry_is_measured_again(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(CORRECT)
+    task, cache = load_task(TASK), tmp_path / "cache"
+    first = evaluate(task, load_candidate(cand), _cfg(cache))
+    [entry] = (cache / "baselines").glob("*.json")
+    doc = json.loads(entry.read_text())
+    for e in doc["entries"].values():
+        e["entry"]["eager"]["median"] *= 1000  # a 1000x "speedup" for whoever comes next
+    entry.write_text(json.dumps(doc))
+    again = evaluate(task, load_candidate(cand), _cfg(cache))
+    assert again.timing_check["baselines"]["source"] == "measured"
+    assert again.times_ms["eager"].median < 100 * first.times_ms["eager"].median
+
+
+@pytest.mark.slow
+def test_compile_baseline_runs_in_its_own_runner_and_is_cached(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(CORRECT)
+    task, cache = load_task(TASK), tmp_path / "cache"
+    first = evaluate(task, load_candidate(cand), _cfg(cache, compile_baseline=True, timing_budget_s=0.3))
+    assert first.correct, first.reasons
+    if Code.BASELINE_COMPILE_UNAVAILABLE in [r.code for r in first.reasons]:
+        pytest.skip("torch.compile cannot build on this machine")
+    assert first.times_ms["compile"].median > 0 and first.speedup_compile > 0
+    second = evaluate(task, load_candidate(cand), _cfg(cache, compile_baseline=True, timing_budget_s=0.3))
+    assert second.timing_check["baselines"]["source"] == "cached"
+    assert second.times_ms["compile"] == first.times_ms["compile"]
+
+
+def test_cli_baselines_writes_kernelbench_timing_layout(tmp_path):
+    import subprocess
+    import sys
+
+    level = tmp_path / "kb" / "level1"
+    level.mkdir(parents=True)
+    (level / "1_ReluBias.py").write_text(TASK.read_text())
+    out, cache = tmp_path / "timing", tmp_path / "cache"
+    args = [sys.executable, "-m", "cuda_agent", "baselines", str(tmp_path / "kb"), "--device", "cpu",
+            "--no-compile-baseline", "--out", str(out), "--cache-dir", str(cache), "--json"]
+    p = subprocess.run(args, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    obj = json.loads(p.stdout)
+    [row] = obj["tasks"]
+    assert row["task"] == "level1/1_ReluBias" and row["source"] == "measured"
+    assert row["eager"]["median"] > 0 and row["self_check"] > 0 and row["reasons"] == []
+    [written] = obj["written"]
+    doc = json.loads(Path(written).read_text())
+    entry = doc["level1"]["1_ReluBias.py"]
+    assert Path(written).name == "baseline_time_torch.json"
+    assert entry["mean"] > 0 and entry["num_trials"] >= 5 and entry["min"] <= entry["median"] <= entry["max"]
+    # a second run reads the cache
+    again = json.loads(subprocess.run(args, capture_output=True, text=True).stdout)
+    assert again["tasks"][0]["source"] == "cached"
+    assert again["tasks"][0]["eager"] == row["eager"]
+    # an empty task set is a usage error
+    (tmp_path / "empty" / "level1").mkdir(parents=True)
+    p = subprocess.run(args[:4] + [str(tmp_path / "empty"), "--device", "cpu"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no tasks" in p.stderr
