@@ -104,10 +104,12 @@ def test_config_validation_names_the_field():
 def test_batch_size_fits_the_memory_budget():
     from cuda_agent.evaluate.engine import _batch_size
 
-    assert _batch_size(64 * 256 * 4, 64 * 256 * 4, 8, 1 << 30) == 8  # small task: the most calls
-    assert _batch_size(100 << 20, 100 << 20, 8, 1 << 30) == 5  # five pairs of 200 MiB fit in 1 GiB
-    assert _batch_size(4 << 30, 4 << 30, 8, 1 << 30) == 1  # huge task: one call per command
-    assert _batch_size(0, 0, 8, 1 << 30) == 8  # scalar-only inputs and outputs
+    assert _batch_size(64 * 256 * 4, 64 * 256 * 4, 0.05, 8, 1 << 30) == 8  # small task: the most calls
+    assert _batch_size(100 << 20, 100 << 20, 0.05, 8, 1 << 30) == 5  # five pairs of 200 MiB fit in 1 GiB
+    assert _batch_size(4 << 30, 4 << 30, 0.05, 8, 1 << 30) == 1  # huge task: one call per command
+    assert _batch_size(0, 0, None, 8, 1 << 30) == 8  # scalar-only inputs and outputs, time unknown
+    assert _batch_size(1024, 1024, 2.0, 8, 1 << 30) == 2  # 2 ms calls: about 5 ms per batch
+    assert _batch_size(1024, 1024, 40.0, 8, 1 << 30) == 1  # long calls: one per command
 
 
 def test_compare_rules():

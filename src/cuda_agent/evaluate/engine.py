@@ -48,6 +48,7 @@ ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "NC
 # Inputs and outputs of one batch of calls kept at once, at most (the candidate's input slots live in
 # /dev/shm on the CPU backend, often small in containers).
 BATCH_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}
+BATCH_MS = 5.0  # and about this much of calls
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
@@ -451,8 +452,8 @@ class _Evaluation:
             {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get((cand.role, slot))}
             for (t, seed, stress), slot in zip(items, slots)])
         if self.batch is None:
-            self.batch = _batch_size(prep["in_bytes"], prep["out_bytes"], self.cfg.batch_calls,
-                                     BATCH_BYTES[self.device])
+            self.batch = _batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
+                                     self.cfg.batch_calls, BATCH_BYTES[self.device])
         live = []
         for (trial, _, _), slot, p in zip(items, slots, prep["items"]):
             if p["skip"]:
@@ -643,10 +644,13 @@ class _Evaluation:
 PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
 
 
-def _batch_size(in_bytes: int, out_bytes: int, most: int, budget: int) -> int:
+def _batch_size(in_bytes: int, out_bytes: int, call_ms: float | None, most: int, budget: int) -> int:
     """Calls per command: up to `most`, with at most `budget` bytes of inputs and outputs kept at
-    once (the candidate holds a batch's inputs and outputs, the judge its inputs)."""
-    return max(1, min(most, budget // max(in_bytes + out_bytes, 1)))
+    once (the candidate holds a batch's inputs and outputs, the judge its inputs), and about
+    BATCH_MS of calls (the reference's time per call): a warm host matters for short calls only, and
+    long ones would make every sample slow."""
+    by_time = int(BATCH_MS / call_ms) if call_ms else most
+    return max(1, min(most, budget // max(in_bytes + out_bytes, 1), by_time))
 
 
 _RNG = random.SystemRandom()  # which timed calls get checked: unpredictable, like the seeds

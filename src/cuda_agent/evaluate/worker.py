@@ -125,6 +125,7 @@ class Judge:
     def __init__(self) -> None:
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
+        self.ref_ms: float | None = None
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
                   shm_dir: str) -> dict[str, Any]:
@@ -203,7 +204,16 @@ class Judge:
         last = self.trials.get(items[-1]["trial"]) if items else None
         nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
         return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
-                "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0}
+                "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0,
+                "ref_ms": self.ref_ms}
+
+    def _reference(self, inputs: list[Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        self.timer.sync()
+        return ref
 
     def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
                  reference: bool) -> dict[str, Any]:
@@ -217,8 +227,11 @@ class Judge:
                 inputs = [_stress(x, stress) for x in inputs]
             ref = None
             if reference:
-                with torch.no_grad():
-                    ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+                ref = self._reference(inputs)
+                if self.ref_ms is None:  # once: how long one call takes, warm (sizes the batches)
+                    t0 = time.perf_counter()
+                    ref = self._reference(inputs)
+                    self.ref_ms = (time.perf_counter() - t0) * 1e3
             self.timer.sync()
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{_trace(exc)}")
