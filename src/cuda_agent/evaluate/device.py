@@ -71,3 +71,16 @@ def device_info(device: str) -> dict[str, Any]:
     else:
         info.update(name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
     return info
+
+
+def gpu_indices() -> list[int]:
+    """The indices of the GPUs nvidia-smi lists (empty where there is none)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()] if out.returncode == 0 else []

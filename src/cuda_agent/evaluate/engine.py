@@ -13,6 +13,7 @@ what the harness measured itself.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import random
 import re
@@ -121,6 +122,12 @@ class _Worker:
         self.ready = False
         self.seq = 0
 
+    def become(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> "_Worker":
+        """Give a spare its role, directory and the evaluation's environment (worker._become)."""
+        self.call("become", timeout, role=role, cwd=str(cwd), env=env)
+        self.role, self.cwd = role, cwd
+        return self
+
     def call(self, cmd: str, timeout: float, **args: Any) -> dict[str, Any]:
         try:
             if not self.ready:
@@ -214,11 +221,81 @@ class _Worker:
         self.stderr.join(timeout=2)
 
 
+class WarmPool:
+    """Worker processes started ahead of need, torch already imported, handed out as the judge or a
+    runner of the next evaluation (`_Worker.become`); each is used by one evaluation only, and a
+    replacement starts as soon as one is taken, so the import overlaps the running evaluation."""
+
+    def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384):
+        self.env = _scrubbed_env(env or {})
+        self.size, self.output_limit = size, output_limit
+        self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
+        self.lock = threading.Lock()
+        self.spares: list[_Worker] = []
+        self.closed = False
+        self.taken = self.cold = 0
+        self._fill()
+
+    def _spawn(self) -> _Worker:
+        return _Worker("spare", self.dir, self.env, self.output_limit)
+
+    def _fill(self) -> None:
+        with self.lock:
+            while not self.closed and len(self.spares) < self.size:
+                self.spares.append(self._spawn())
+
+    def take(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> _Worker:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("this WarmPool is closed")
+            worker = self.spares.pop(0) if self.spares else None
+            self.taken += 1
+        self._fill()  # the replacement imports torch while this evaluation runs
+        if worker is not None:
+            try:
+                return worker.become(role, cwd, env, timeout)
+            except WorkerFailure:  # it died while waiting: start a fresh one
+                worker.close()
+        self.cold += 1
+        return self._spawn().become(role, cwd, env, timeout)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            spares, self.spares = self.spares, []
+        for w in spares:
+            w.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def timing_lock(cache_dir: Path, name: str, timeout: float):
+    """One timing job per GPU at a time, across every process of the machine sharing the cache: a
+    file lock, polled until `timeout` seconds have passed."""
+    folder = Path(cache_dir) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"timing-{name}.lock", "w") as f:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    raise WorkerFailure(Code.TIMEOUT, f"waited {timeout:.0f} s for the timing lock of {name} "
+                                        "(other evaluations kept timing on this device)") from None
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _shm_root() -> str | None:
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
-_OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm)-(\d+)-")
+_OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm|spare)-(\d+)-")
 
 
 def _sweep_stale(work: Path | None) -> None:
@@ -240,8 +317,10 @@ def _sweep_stale(work: Path | None) -> None:
 
 
 class _Evaluation:
-    def __init__(self, task: Task, candidate: Candidate, config: EvalConfig):
+    def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
+                 gpu: str | None = None):
         self.task, self.cand, self.cfg = task, candidate, config
+        self.pool, self.gpu = pool, gpu  # warm workers to take from; the GPU (index) it runs on
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
         self.workers: list[_Worker] = []
         self.slots: dict[tuple[str, str], Any] = {}  # input slots by (runner, name): their specs
@@ -319,14 +398,12 @@ class _Evaluation:
         stage_dir = tmp / "stage"
         stage_dir.mkdir()
         stage(self.cand, stage_dir)
-        env = _scrubbed_env({"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"),
-                             "TMPDIR": str(tmp)})
-        self.tmp, self.shm, self.env = tmp, shm, env
-        judge = _Worker("judge", tmp, env, cfg.output_limit)
-        self.workers.append(judge)
-        candidate = _Worker("candidate", stage_dir, env, cfg.output_limit)
-        self.workers.append(candidate)
-        self.judge, self.candidate = judge, candidate
+        self.tmp, self.shm = tmp, shm
+        self.env = {"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"), "TMPDIR": str(tmp)}
+        if self.gpu is not None:
+            self.env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        self.judge = judge = self._spawn("judge", tmp, self.env)
+        self.candidate = candidate = self._spawn("candidate", stage_dir, self.env)
 
         # Build on a thread while the judge sets the reference up.
         t0 = time.monotonic()
@@ -499,6 +576,23 @@ class _Evaluation:
             self.res.add(Code(verdict["code"]), verdict["message"])
             self.res.correct = False
 
+    def _baseline_runners(self) -> dict[str, _Worker]:
+        """The baselines' runners, loaded with the reference weights: eager, and compile unless it is
+        off or fails to load (then `baseline_compile_unavailable`)."""
+        which = ["eager", "compile"] if self.cfg.compile_baseline else ["eager"]
+        spawned = {w: self._baseline_runner(w) for w in which}  # start both, then load each
+        runners = {}
+        for w, worker in spawned.items():
+            try:
+                self._load_baseline(worker)
+            except WorkerFailure as f:
+                if w == "eager":
+                    raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
+                self._compile_unavailable(worker, f.message)
+                continue
+            runners[w] = worker
+        return runners
+
     def _baseline_runner(self, which: str) -> _Worker:
         """A runner process holding the reference as `ModelNew` (eager, or under torch.compile), with
         the reference weights, timed through the same commands as the candidate."""
@@ -506,8 +600,15 @@ class _Evaluation:
         stage_dir.mkdir()
         stage(baseline_candidate(self.task.source, which), stage_dir)
         # Trusted code only: Inductor's compiled kernels are cached across evaluations.
-        env = {**self.env, "TORCHINDUCTOR_CACHE_DIR": str(self.cfg.cache_dir / "inductor")}
-        worker = _Worker(which, stage_dir, env, self.cfg.output_limit)
+        inductor = str(self.cfg.cache_dir / "inductor")
+        return self._spawn(which, stage_dir, {**self.env, "TORCHINDUCTOR_CACHE_DIR": inductor})
+
+    def _spawn(self, role: str, cwd: Path, env: dict[str, str]) -> _Worker:
+        """A worker for `role`: a warm spare from the pool when there is one, else a fresh process."""
+        if self.pool is not None:  # the pool of this evaluation's GPU
+            worker = self.pool.take(role, cwd, env, self.cfg.timeout_s)
+        else:
+            worker = _Worker(role, cwd, _scrubbed_env(env), self.cfg.output_limit)
         self.workers.append(worker)
         return worker
 
@@ -534,17 +635,7 @@ class _Evaluation:
         cached = store.lookup(self.baseline_snapshot, key) if store else None
         runners: dict[str, _Worker] = {"candidate": self.candidate}
         if cached is None:
-            which = ["eager", "compile"] if cfg.compile_baseline else ["eager"]
-            spawned = {w: self._baseline_runner(w) for w in which}  # start both, then load each
-            for w, worker in spawned.items():
-                try:
-                    self._load_baseline(worker)
-                except WorkerFailure as f:
-                    if w == "eager":
-                        raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
-                    self._compile_unavailable(worker, f.message)
-                    continue
-                runners[w] = worker
+            runners.update(self._baseline_runners())
             self._phase("baseline_setup", t0)
         impls = [w for w in ("eager", "compile", "candidate") if w in runners]
         claimed: dict[str, list[float]] = {k: [] for k in impls}  # per command: sum of claimed ms
@@ -554,55 +645,67 @@ class _Evaluation:
         chunk_ms = cfg.timing_budget_s * 1e3 / cfg.timing_rounds
         lo = -(-cfg.min_iters // cfg.timing_rounds)  # samples (batches) per round
         hi = max(cfg.max_iters // cfg.timing_rounds, lo)
-        n_timed = n_checked = 0
-        for r in range(cfg.timing_rounds):
-            order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
-            for impl in order:
-                if impl not in runners:  # the compile baseline failed in an earlier round
+        counts = {"timed": 0, "checked": 0}
+
+        def step(impl: str, keep: bool) -> bool:
+            """One batch of `impl`; False when the candidate failed. `keep`: a sample, not a warm-up."""
+            items = [(f"{PREFIX[impl]}{counts['timed'] + j}", self.seeds["timing"] + counts["timed"] + j, None)
+                     for j in range(n)]
+            counts["timed"] += n
+            if impl == "candidate":
+                outcomes, wall = self._batch(items, guarded=False, check=cfg.timed_check_fraction)
+                w0 = time.perf_counter()
+                probe = self.judge.call("probe", self._left(), n=n)["ms"]
+                if keep:
+                    trusted.append((time.perf_counter() - w0) * 1e3 - sum(probe))
+            else:
+                try:
+                    outcomes, wall = self._batch(items, guarded=False, check=0.0, runner=runners[impl])
+                except WorkerFailure as f:
+                    if impl == "eager":
+                        raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
+                    self._compile_unavailable(runners.pop(impl), f.message)
+                    return True
+            for key_, (code, verdict, _) in outcomes.items():
+                if verdict is None:
                     continue
-                warmup = r == 0
-                spent, i, begun = 0.0, 0, time.perf_counter()
-                # Stop at the timed budget, or at three times it in elapsed time: the calls also pay
-                # for fresh inputs and checks (costly on the CPU backend).
-                while i < hi and (i < lo or (spent < chunk_ms and
-                                             (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
-                    items = [(f"{PREFIX[impl]}{n_timed + j}", self.seeds["timing"] + n_timed + j, None)
-                             for j in range(n)]
-                    n_timed += n
-                    if impl == "candidate":
-                        outcomes, wall = self._batch(items, guarded=False, check=cfg.timed_check_fraction)
-                        w0 = time.perf_counter()
-                        probe = self.judge.call("probe", self._left(), n=n)["ms"]
-                        if not warmup:
-                            trusted.append((time.perf_counter() - w0) * 1e3 - sum(probe))
-                    else:
-                        try:
-                            outcomes, wall = self._batch(items, guarded=False, check=0.0, runner=runners[impl])
-                        except WorkerFailure as f:
-                            if impl == "eager":
-                                raise WorkerFailure(Code.REFERENCE_ERROR,
-                                                    f"the reference failed in its runner:\n{f.message}")
-                            self._compile_unavailable(runners.pop(impl), f.message)
-                            break
-                    for key_, (code, verdict, _) in outcomes.items():
-                        if verdict is None:
-                            continue
-                        n_checked += 1
-                        if code is not None:
-                            if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
-                                code = Code.TIMED_OUTPUT_MISMATCH
-                            self.res.add(code, f"output of timed call {key_[1:]}: {verdict['message']}")
+                counts["checked"] += 1
+                if code is not None:
+                    if code not in (Code.INPUT_MODIFIED, Code.NOT_PLAIN_TENSOR):
+                        code = Code.TIMED_OUTPUT_MISMATCH
+                    self.res.add(code, f"output of timed call {key_[1:]}: {verdict['message']}")
+                    return False
+                self._record_error(verdict)
+            if keep:
+                ms = [m for _, _, m in outcomes.values()]
+                claimed[impl].append(sum(ms))
+                walls[impl].append(wall)
+                samples[impl].append(sum(ms) / len(ms))
+            return True
+
+        # A warm-up batch of each (torch.compile compiles here, allocators and caches fill), then
+        # the timed rounds under the device's timing lock: one timing job per GPU at a time.
+        for impl in impls:
+            if not step(impl, keep=False):
+                return False
+        t_lock = time.monotonic()
+        # The GPU the workers see first: the one they time on.
+        gpu = self.gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        with timing_lock(cfg.cache_dir, f"cuda-{gpu}" if self.device == "cuda" else "cpu", self._left()):
+            self._phase("timing_lock_wait", t_lock)
+            for r in range(cfg.timing_rounds):
+                order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
+                for impl in order:
+                    i, begun = 0, time.perf_counter()
+                    # Stop at the timed budget, or at three times it in elapsed time: the calls also
+                    # pay for fresh inputs and checks (costly on the CPU backend).
+                    while impl in runners and i < hi and (i < lo or (
+                            sum(walls[impl][-i:] if i else []) < chunk_ms
+                            and (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
+                        if not step(impl, keep=True):
                             return False
-                        self._record_error(verdict)
-                    if warmup:  # the first batch of each: compiles, allocates, warms caches
-                        warmup = False
-                        continue
-                    ms = [m for _, _, m in outcomes.values()]
-                    claimed[impl].append(sum(ms))
-                    walls[impl].append(wall)
-                    samples[impl].append(sum(ms) / len(ms))
-                    spent += wall
-                    i += 1
+                        i += 1
+        n_checked = counts["checked"]
         if cached is None:
             cached = Baselines(eager=TimeStats.of(samples["eager"]),
                                compile=TimeStats.of(samples["compile"]) if "compile" in runners else None,

@@ -523,15 +523,38 @@ def serve(handler: Any, chan: Channel) -> None:
         chan.send(reply)
 
 
+def _become(chan: Channel) -> str:
+    """A spare (a worker started ahead of need, torch already imported) learns its role, directory
+    and the evaluation's environment from its first command."""
+    import tempfile
+
+    msg = chan.recv()
+    args = msg.get("args", {}) if msg.get("cmd") == "become" else {}
+    role = args.get("role")
+    if role not in ROLES or not isinstance(args.get("env"), dict):
+        chan.send({"ok": False, "code": Code.INFRA_ERROR.value, "message": "a spare needs `become` first",
+                   "seq": msg.get("seq")})
+        os._exit(1)
+    os.chdir(args["cwd"])
+    os.environ.update({str(k): str(v) for k, v in args["env"].items()})
+    tempfile.tempdir = None  # TMPDIR may have changed
+    chan.send({"ok": True, "seq": msg.get("seq")})
+    return role
+
+
+ROLES = ("judge", "candidate", "eager", "compile")
+
+
 def main() -> None:
     role = sys.argv[1]
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
     chan = Channel(socket.socket(fileno=fd))
-    handler = Judge() if role == "judge" else Runner()
     import torch  # noqa: F401  (warm before the first command)
 
     chan.send({"ok": True, "ready": role, "pid": os.getpid()})
-    serve(handler, chan)
+    if role == "spare":
+        role = _become(chan)
+    serve(Judge() if role == "judge" else Runner(), chan)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: CUDA IPC and extension destructors can hang or crash it
 

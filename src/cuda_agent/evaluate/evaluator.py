@@ -1,0 +1,106 @@
+"""`Evaluator`: many evaluations, concurrently, over every GPU of the machine, with warm workers.
+
+    with Evaluator(EvalConfig(device="cuda"), jobs=8) as ev:
+        futures = [ev.submit(task, cand) for task, cand in pairs]       # concurrent.futures.Future
+        results = [f.result() for f in futures]
+        result = await ev.aevaluate(task, cand)                          # from asyncio code
+
+This is what the agent, RL rewards and the data filter use. Each GPU gets a pool of warm workers
+(processes started ahead of need with torch imported: `engine.WarmPool`), and evaluations are spread
+over the GPUs, least busy first; every evaluation still gets fresh processes of its own (a worker
+serves one evaluation only). Builds run on the CPU while other evaluations use the GPU; timing takes
+a per-GPU lock (`engine.timing_lock`), so one timing job runs per GPU at a time and the others' builds,
+trials and checks go on beside it. `evaluate()` of the package is the one-shot form of the same thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Iterable
+
+from cuda_agent.evaluate.candidate import Candidate
+from cuda_agent.evaluate.config import EvalConfig
+from cuda_agent.evaluate.device import gpu_indices, resolve_device
+from cuda_agent.evaluate.engine import WarmPool, _Evaluation
+from cuda_agent.evaluate.result import EvalResult
+from cuda_agent.tasks import Task
+
+
+class Evaluator:
+    def __init__(self, config: EvalConfig | None = None, *, jobs: int | None = None,
+                 gpus: Iterable[int | str] | None = None, warm: int = 2):
+        """`config`: the default for every evaluation (each call may pass its own). `jobs`:
+        evaluations at once (default: 2 per GPU, or 2 on the CPU backend). `gpus`: the GPUs to use
+        (default: all that nvidia-smi lists). `warm`: spare workers kept ready per GPU (0: none)."""
+        self.config = config or EvalConfig()
+        self.device = resolve_device(self.config.device)
+        if self.device == "cuda":
+            found = [str(g) for g in (gpus if gpus is not None else gpu_indices())]
+            if not found:
+                raise RuntimeError("device=cuda but no GPU is listed by nvidia-smi; use device='cpu'")
+            self.gpus: list[str | None] = found
+        else:
+            self.gpus = [None]
+        self.jobs = jobs or 2 * len(self.gpus)
+        self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
+                                   output_limit=self.config.output_limit) if warm > 0 else None
+                       for g in self.gpus}
+        self._busy = {g: 0 for g in self.gpus}
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
+        self._closed = False
+
+    # -- the API --
+    def evaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+        """One evaluation, on the least busy GPU; blocks until its verdict."""
+        return self._run(task, candidate, config)
+
+    def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> Future:
+        """Queue an evaluation; the Future's result is its EvalResult (failures are verdicts, never
+        exceptions)."""
+        if self._closed:
+            raise RuntimeError("this Evaluator is closed")
+        return self._executor.submit(self._run, task, candidate, config)
+
+    async def aevaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+        """`evaluate` for asyncio code (the agent loop, rollout servers)."""
+        return await asyncio.wrap_future(self.submit(task, candidate, config))
+
+    def map(self, pairs: Iterable[tuple[Task, Candidate]], config: EvalConfig | None = None) -> list[EvalResult]:
+        """Evaluate every (task, candidate) pair, `jobs` at a time; results in the pairs' order."""
+        return [f.result() for f in [self.submit(t, c, config) for t, c in pairs]]
+
+    def stats(self) -> dict[str, int]:
+        """Workers handed out warm and started cold, over all GPUs."""
+        pools = [p for p in self._pools.values() if p is not None]
+        taken = sum(p.taken for p in pools)
+        cold = sum(p.cold for p in pools)
+        return {"workers": taken, "warm": taken - cold, "cold": cold}
+
+    def close(self) -> None:
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        for pool in self._pools.values():
+            if pool is not None:
+                pool.close()
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --
+    def _run(self, task: Task, candidate: Candidate, config: EvalConfig | None) -> EvalResult:
+        cfg = dataclasses.replace(config or self.config, device=self.device)
+        with self._lock:
+            gpu = min(self.gpus, key=lambda g: self._busy[g])
+            self._busy[gpu] += 1
+        try:
+            return _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+        finally:
+            with self._lock:
+                self._busy[gpu] -= 1

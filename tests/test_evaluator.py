@@ -1,0 +1,113 @@
+"""The Evaluator API: concurrent evaluations with warm workers, futures and asyncio, the timing lock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
+from cuda_agent.evaluate.engine import WarmPool, WorkerFailure, timing_lock
+from cuda_agent.tasks import load_task
+
+TASK = Path(__file__).parent / "data" / "relu_bias_task.py"
+BODY = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return {expr}
+'''
+
+
+def _cands(tmp_path: Path) -> dict[str, object]:
+    out = {}
+    for name, expr in (("right", "torch.relu(x + self.bias)"), ("wrong", "torch.relu(x - self.bias)")):
+        (tmp_path / f"{name}.py").write_text(BODY.format(expr=expr))
+        out[name] = load_candidate(tmp_path / f"{name}.py")
+    return out
+
+
+def _cfg(tmp_path: Path, **kw) -> EvalConfig:
+    return EvalConfig(device="cpu", cache_dir=tmp_path / "cache", policy="kernelbench", compile_baseline=False,
+                      timing_budget_s=0.1, timeout_s=120, **kw)
+
+
+def test_map_keeps_order_and_uses_warm_workers(tmp_path):
+    task, c = load_task(TASK), _cands(tmp_path)
+    with Evaluator(_cfg(tmp_path), jobs=2, warm=2) as ev:
+        results = ev.map([(task, c["right"]), (task, c["wrong"]), (task, c["right"])])
+        stats = ev.stats()
+    assert [r.correct for r in results] == [True, False, True]
+    assert results[1].reward == -1 and results[1].failures[0].code is Code.OUTPUT_MISMATCH
+    assert all(r.reward >= 1 for r in (results[0], results[2]))
+    # every worker came from a pool; most were started ahead of need (torch already imported)
+    assert stats["workers"] >= 6 and stats["warm"] >= 2, stats
+    warm = [r for r in results if r.phases_s["reference_setup"] < 1.0]
+    assert warm, [r.phases_s for r in results]
+
+
+def test_submit_and_asyncio(tmp_path):
+    task, c = load_task(TASK), _cands(tmp_path)
+    with Evaluator(_cfg(tmp_path, timing=False), jobs=2, warm=0) as ev:
+        fut = ev.submit(task, c["right"])
+        got = asyncio.run(ev.aevaluate(task, c["wrong"]))
+        assert fut.result(timeout=120).reward == 1
+        assert got.reward == -1
+        assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0}  # warm=0: no pool at all
+    with pytest.raises(RuntimeError, match="closed"):
+        ev.submit(task, c["right"])
+
+
+def test_cuda_without_gpu_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr("cuda_agent.evaluate.evaluator.gpu_indices", lambda: [])
+    with pytest.raises(RuntimeError, match="no GPU"):
+        Evaluator(EvalConfig(device="cuda"))
+
+
+def test_pool_replaces_a_spare_that_died(tmp_path):
+    pool = WarmPool(size=1)
+    try:
+        [spare] = pool.spares
+        os.killpg(spare.proc.pid, signal.SIGKILL)
+        spare.proc.wait(timeout=10)
+        work = tmp_path / "w"
+        work.mkdir()
+        w = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
+        assert w.role == "judge" and w.proc.poll() is None
+        assert pool.cold == 1 and pool.taken == 1
+        w.close()
+    finally:
+        pool.close()
+    assert not pool.dir.exists()
+
+
+def test_timing_lock_is_one_at_a_time(tmp_path):
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with timing_lock(tmp_path, "cuda-0", 10):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(10)
+    with pytest.raises(WorkerFailure, match="timing lock"):
+        with timing_lock(tmp_path, "cuda-0", 0.2):
+            pass
+    with timing_lock(tmp_path, "cuda-1", 0.2):  # another GPU is free
+        pass
+    release.set()
+    t.join()
+    with timing_lock(tmp_path, "cuda-0", 1):  # free again
+        pass
