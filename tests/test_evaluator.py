@@ -111,3 +111,25 @@ def test_timing_lock_is_one_at_a_time(tmp_path):
     t.join()
     with timing_lock(tmp_path, "cuda-0", 1):  # free again
         pass
+
+
+def test_ray_evaluator_on_a_local_cluster(tmp_path):
+    """The Ray backend on a local one-node cluster on the CPU: the same verdicts as locally."""
+    ray = pytest.importorskip("ray")
+    from cuda_agent.evaluate.ray_pool import RayEvaluator
+
+    task, c = load_task(TASK), _cands(tmp_path)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        with RayEvaluator(_cfg(tmp_path, timing=False), jobs_per_actor=2, warm=1) as ev:
+            results = ev.map([(task, c["wrong"]), (task, c["right"])])
+            assert [r.reward for r in results] == [-1, 1]
+            assert results[0].failures[0].code is Code.OUTPUT_MISMATCH
+            assert asyncio.run(ev.aevaluate(task, c["right"])).correct
+            assert ev.stats()["workers"] >= 6
+        with pytest.raises(RuntimeError, match="closed"):
+            ev.submit(task, c["right"])
+        with pytest.raises(RuntimeError, match="no GPU"):
+            RayEvaluator(EvalConfig(device="cuda"))
+    finally:
+        ray.shutdown()

@@ -29,7 +29,38 @@ from cuda_agent.evaluate.result import EvalResult
 from cuda_agent.tasks import Task
 
 
-class Evaluator:
+class EvaluatorBase:
+    """What every pool offers: `submit` (a Future of an EvalResult), and on top of it `evaluate`,
+    `aevaluate` and `map`. `Evaluator` runs on this machine; `RayEvaluator` (ray_pool.py) on a
+    Ray cluster."""
+
+    def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> Future:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def evaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+        """One evaluation; blocks until its verdict."""
+        return self.submit(task, candidate, config).result()
+
+    async def aevaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+        """`evaluate` for asyncio code (the agent loop, rollout servers)."""
+        return await asyncio.wrap_future(self.submit(task, candidate, config))
+
+    def map(self, pairs: Iterable[tuple[Task, Candidate]], config: EvalConfig | None = None) -> list[EvalResult]:
+        """Evaluate every (task, candidate) pair, as many at a time as the pool runs; results in the
+        pairs' order."""
+        return [f.result() for f in [self.submit(t, c, config) for t, c in pairs]]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Evaluator(EvaluatorBase):
     def __init__(self, config: EvalConfig | None = None, *, jobs: int | None = None,
                  gpus: Iterable[int | str] | None = None, warm: int = 2):
         """`config`: the default for every evaluation (each call may pass its own). `jobs`:
@@ -53,9 +84,8 @@ class Evaluator:
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
         self._closed = False
 
-    # -- the API --
     def evaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
-        """One evaluation, on the least busy GPU; blocks until its verdict."""
+        """One evaluation, on the least busy GPU, in the calling thread."""
         return self._run(task, candidate, config)
 
     def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> Future:
@@ -64,14 +94,6 @@ class Evaluator:
         if self._closed:
             raise RuntimeError("this Evaluator is closed")
         return self._executor.submit(self._run, task, candidate, config)
-
-    async def aevaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
-        """`evaluate` for asyncio code (the agent loop, rollout servers)."""
-        return await asyncio.wrap_future(self.submit(task, candidate, config))
-
-    def map(self, pairs: Iterable[tuple[Task, Candidate]], config: EvalConfig | None = None) -> list[EvalResult]:
-        """Evaluate every (task, candidate) pair, `jobs` at a time; results in the pairs' order."""
-        return [f.result() for f in [self.submit(t, c, config) for t, c in pairs]]
 
     def stats(self) -> dict[str, int]:
         """Workers handed out warm and started cold, over all GPUs."""
@@ -86,12 +108,6 @@ class Evaluator:
         for pool in self._pools.values():
             if pool is not None:
                 pool.close()
-
-    def __enter__(self) -> "Evaluator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- internals --
     def _run(self, task: Task, candidate: Candidate, config: EvalConfig | None) -> EvalResult:
