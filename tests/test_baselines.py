@@ -164,6 +164,8 @@ def test_cli_baselines_writes_kernelbench_timing_layout(tmp_path):
     entry = doc["level1"]["1_ReluBias.py"]
     assert Path(written).name == "baseline_time_torch.json"
     assert entry["mean"] > 0 and entry["num_trials"] >= 5 and entry["min"] <= entry["median"] <= entry["max"]
+    assert entry["device"] == "cpu" and entry["hardware"]
+    assert Path(written).parent.name == entry["hardware"].replace(" ", "_")
     # a second run reads the cache
     again = json.loads(subprocess.run(args, capture_output=True, text=True).stdout)
     assert again["tasks"][0]["source"] == "cached"

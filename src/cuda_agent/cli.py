@@ -288,10 +288,12 @@ def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
     "min", "max", "num_trials", "hardware", "device"}}}, plus our median and IQR."""
     files = {"eager": "baseline_time_torch.json", "compile": "baseline_time_torch_compile_inductor_default.json"}
     docs: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in files}
-    hardware = None
+    folder_name = None
     for task, res in rows:
         dev = res.device
-        hardware = hardware or (dev.get("name") or dev.get("type") or "unknown").replace(" ", "_")
+        hardware = dev.get("name") or dev.get("type") or "unknown"
+        folder_name = folder_name or hardware.replace(" ", "_")
+        device = f"cuda:{dev.get('index', 0)}" if dev.get("type") == "cuda" else "cpu"
         level = f"level{task.level}" if task.level is not None else "examples"
         for which in files:
             st = res.times_ms.get(which)
@@ -301,9 +303,9 @@ def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
                 "mean": round(st.mean if st.mean is not None else st.median, 6),
                 "std": round(st.std or 0.0, 6), "min": round(st.min, 6), "max": round(st.max, 6),
                 "num_trials": st.n, "median": round(st.median, 6), "iqr": round(st.iqr, 6),
-                "hardware": hardware, "device": str(dev.get("index", dev.get("type"))),
+                "hardware": hardware, "device": device,
             }
-    folder = Path(out) / (hardware or "unknown")
+    folder = Path(out) / (folder_name or "unknown")
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for which, name in files.items():

@@ -545,12 +545,24 @@ def _become(chan: Channel) -> str:
 ROLES = ("judge", "candidate", "eager", "compile")
 
 
+def _warm_guard() -> None:
+    """The first call under the op guard imports much of torch (dispatch modes, dynamo, sympy:
+    ~2.5 s on two cores); a runner pays it before it says ready, a spare before it is needed."""
+    import torch
+
+    from cuda_agent.evaluate.guard import OpGuard
+
+    OpGuard(set(sys.modules), strict=True).call(torch.nn.Linear(2, 2), [torch.zeros(1, 2)])
+
+
 def main() -> None:
     role = sys.argv[1]
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
     chan = Channel(socket.socket(fileno=fd))
     import torch  # noqa: F401  (warm before the first command)
 
+    if role in ("spare", "candidate"):
+        _warm_guard()
     chan.send({"ok": True, "ready": role, "pid": os.getpid()})
     if role == "spare":
         role = _become(chan)
