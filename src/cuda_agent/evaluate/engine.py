@@ -623,9 +623,10 @@ class _Evaluation:
         """Timing rounds. Each command is a batch of back-to-back timed calls on distinct inputs;
         each sample is the mean of one batch, so work moved from one call of a batch to another
         cannot lower it. The baselines (eager, torch.compile) are the reference run as candidates
-        by runner processes of their own, through the same commands (`_batch`), interleaved with
-        the candidate in rotating rounds, or, when measured before for this task, device and
-        software, read from the cache (`baselines.py`). Every timed call of the candidate gets
+        by runner processes of their own, through the same commands (`_batch`): read from the
+        cache when measured before for this task, device and software (`baselines.py`); else
+        measured, with the candidate's process stopped when they are to be cached, or interleaved
+        with the candidate in rotating rounds when they serve this evaluation only. Every timed call of the candidate gets
         fresh inputs; a random share of them (`timed_check_fraction`) have their output checked.
         Returns False when the candidate failed during timing."""
         cfg, n = self.cfg, self.batch or 1
@@ -683,6 +684,21 @@ class _Evaluation:
                 samples[impl].append(sum(ms) / len(ms))
             return True
 
+        def rounds(group: list[str]) -> bool:
+            """Interleaved rounds over `group`, rotating the order; False when the candidate failed."""
+            for r in range(cfg.timing_rounds):
+                for impl in group[r % len(group):] + group[: r % len(group)]:  # no fixed position bias
+                    i, begun = 0, time.perf_counter()
+                    # Stop at the timed budget, or at three times it in elapsed time: the calls also
+                    # pay for fresh inputs and checks (costly on the CPU backend).
+                    while impl in runners and i < hi and (i < lo or (
+                            sum(walls[impl][-i:] if i else []) < chunk_ms
+                            and (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
+                        if not step(impl, keep=True):
+                            return False
+                        i += 1
+            return True
+
         # A warm-up batch of each (torch.compile compiles here, allocators and caches fill), then
         # the timed rounds under the device's timing lock: one timing job per GPU at a time.
         for impl in impls:
@@ -693,18 +709,18 @@ class _Evaluation:
         gpu = self.gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
         with timing_lock(cfg.cache_dir, f"cuda-{gpu}" if self.device == "cuda" else "cpu", self._left()):
             self._phase("timing_lock_wait", t_lock)
-            for r in range(cfg.timing_rounds):
-                order = impls[r % len(impls):] + impls[: r % len(impls)]  # rotate: no fixed position bias
-                for impl in order:
-                    i, begun = 0, time.perf_counter()
-                    # Stop at the timed budget, or at three times it in elapsed time: the calls also
-                    # pay for fresh inputs and checks (costly on the CPU backend).
-                    while impl in runners and i < hi and (i < lo or (
-                            sum(walls[impl][-i:] if i else []) < chunk_ms
-                            and (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
-                        if not step(impl, keep=True):
-                            return False
-                        i += 1
+            if cached is None and store is not None:
+                # Baselines that will be cached are measured with the candidate's process stopped:
+                # nothing it runs (a thread, a child, queued work) can slow them down and inflate
+                # the speedups of every later evaluation of this task.
+                with self.candidate.frozen():
+                    if not rounds([w for w in impls if w != "candidate"]):
+                        return False
+                ok = rounds(["candidate"])
+            else:  # measured for this evaluation only: interleaved with the candidate
+                ok = rounds(impls)
+            if not ok:
+                return False
         n_checked = counts["checked"]
         if cached is None:
             cached = Baselines(eager=TimeStats.of(samples["eager"]),
