@@ -17,7 +17,6 @@ read on the meta device, nothing is allocated).
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 import sys
 import tempfile
 import time
@@ -26,8 +25,8 @@ from pathlib import Path
 import torch
 
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
-from cuda_agent.examples import list_examples
-from cuda_agent.tasks import load_kernelbench, load_task
+from cuda_agent.examples import example_tasks
+from cuda_agent.tasks import load_kernelbench
 from cuda_agent.workspace import starter_model_new
 
 
@@ -57,10 +56,8 @@ def main() -> int:
     # The reference itself is PyTorch code: KernelBench's rules.
     cfg = EvalConfig(device=args.device, policy="kernelbench", trials=2, stress_trials=1,
                      timing=args.timing, compile_baseline=False, timeout_s=600)
-    if args.kernelbench == "examples":
-        tasks = [replace(load_task(e.task), name=e.name) for e in list_examples()]
-    else:
-        tasks = load_kernelbench(args.kernelbench, levels=args.levels)
+    tasks = example_tasks() if args.kernelbench == "examples" else load_kernelbench(args.kernelbench,
+                                                                                     levels=args.levels)
     tasks = [t for t in tasks if args.only in t.id]
     failed = []
     with tempfile.TemporaryDirectory() as tmp:

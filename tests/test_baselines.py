@@ -15,18 +15,7 @@ from cuda_agent.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
 TASK = DATA / "relu_bias_task.py"
-CORRECT = '''import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(features))
-
-    def forward(self, x):
-        return torch.relu(x + self.bias)
-'''
+CORRECT = (DATA / "relu_bias_model_new.py").read_text()
 DEVICE = {"type": "cuda", "name": "NVIDIA H200", "capability": "9.0", "memory_gb": 139.8, "driver": "580.1",
           "torch": "2.11.0", "cuda": "13.0", "python": "3.12.3", "host": "a", "index": 0}
 

@@ -14,25 +14,17 @@ from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
 from cuda_agent.evaluate.engine import WarmPool, WorkerFailure, timing_lock
 from cuda_agent.tasks import load_task
 
-TASK = Path(__file__).parent / "data" / "relu_bias_task.py"
-BODY = '''import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(features))
-
-    def forward(self, x):
-        return {expr}
-'''
+DATA = Path(__file__).parent / "data"
+TASK = DATA / "relu_bias_task.py"
 
 
 def _cands(tmp_path: Path) -> dict[str, object]:
+    right = (DATA / "relu_bias_model_new.py").read_text()
+    wrong = right.replace("torch.relu(x + self.bias)", "torch.relu(x - self.bias)")
+    assert wrong != right
     out = {}
-    for name, expr in (("right", "torch.relu(x + self.bias)"), ("wrong", "torch.relu(x - self.bias)")):
-        (tmp_path / f"{name}.py").write_text(BODY.format(expr=expr))
+    for name, src in (("right", right), ("wrong", wrong)):
+        (tmp_path / f"{name}.py").write_text(src)
         out[name] = load_candidate(tmp_path / f"{name}.py")
     return out
 

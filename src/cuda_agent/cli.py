@@ -216,14 +216,10 @@ def cmd_examples(args: argparse.Namespace) -> int:
 
 def _taskset(spec: str, levels: list[int] | None):
     """Tasks of TASKSET: `examples` (the bundled ones) or a KernelBench checkout / level folder."""
-    from dataclasses import replace
+    from cuda_agent.examples import example_tasks
+    from cuda_agent.tasks import load_kernelbench
 
-    from cuda_agent.examples import list_examples
-    from cuda_agent.tasks import load_kernelbench, load_task
-
-    if spec == "examples":
-        return [replace(load_task(e.task), name=e.name) for e in list_examples()]
-    return load_kernelbench(spec, levels=levels)
+    return example_tasks() if spec == "examples" else load_kernelbench(spec, levels=levels)
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:

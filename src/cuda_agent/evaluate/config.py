@@ -58,11 +58,12 @@ class EvalConfig:
     """Most timing samples (batches of calls) per implementation."""
     batch_calls: int = 8
     """Most calls of one implementation per command, back to back on distinct inputs (fewer when a
-    batch's inputs and outputs would not fit in memory, or its calls would take over ~5 ms). Calls of one process in a row keep its host
-    side warm, the same for the candidate and the baselines; each timing sample is a batch's mean."""
+    batch's inputs and outputs would not fit in memory, or its calls would take over ~5 ms). Calls
+    of one process in a row keep its host side warm, the same for the candidate and the baselines;
+    each timing sample is a batch's mean."""
     timed_check_fraction: float = 0.25
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
-    each call (every timed call gets fresh inputs either way). 1.0 checks them all."""
+    each command (every timed call gets fresh inputs either way). 1.0 checks them all."""
     timeout_s: float = 300.0
     """Wall-clock limit of the whole evaluation after the build."""
     build_timeout_s: float = 600.0

@@ -10,17 +10,22 @@ from functools import lru_cache
 from typing import Any
 
 
-def nvidia_smi(*args: str) -> str | None:
-    """First line of `nvidia-smi ARGS`, or None where there is no working nvidia-smi."""
+def _nvidia_smi_lines(*args: str) -> list[str]:
+    """Lines of `nvidia-smi ARGS`, or none where there is no working nvidia-smi."""
     exe = shutil.which("nvidia-smi")
     if not exe:
-        return None
+        return []
     try:
         out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if out.returncode == 0 and lines else None
+        return []
+    return [ln.strip() for ln in out.stdout.strip().splitlines()] if out.returncode == 0 else []
+
+
+def nvidia_smi(*args: str) -> str | None:
+    """First line of `nvidia-smi ARGS`, or None where there is no working nvidia-smi."""
+    lines = _nvidia_smi_lines(*args)
+    return lines[0] if lines else None
 
 
 def resolve_device(device: str) -> str:
@@ -75,12 +80,4 @@ def device_info(device: str) -> dict[str, Any]:
 
 def gpu_indices() -> list[int]:
     """The indices of the GPUs nvidia-smi lists (empty where there is none)."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return []
-    try:
-        out = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [int(x) for x in out.stdout.split() if x.strip().isdigit()] if out.returncode == 0 else []
+    return [int(x) for x in _nvidia_smi_lines("--query-gpu=index", "--format=csv,noheader") if x.isdigit()]

@@ -586,9 +586,7 @@ class _Evaluation:
             try:
                 self._load_baseline(worker)
             except WorkerFailure as f:
-                if w == "eager":
-                    raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
-                self._compile_unavailable(worker, f.message)
+                self._baseline_failed(w, worker, f)
                 continue
             runners[w] = worker
         return runners
@@ -626,9 +624,9 @@ class _Evaluation:
         by runner processes of their own, through the same commands (`_batch`): read from the
         cache when measured before for this task, device and software (`baselines.py`); else
         measured, with the candidate's process stopped when they are to be cached, or interleaved
-        with the candidate in rotating rounds when they serve this evaluation only. Every timed call of the candidate gets
-        fresh inputs; a random share of them (`timed_check_fraction`) have their output checked.
-        Returns False when the candidate failed during timing."""
+        with the candidate in rotating rounds when they serve this evaluation only. Every timed call
+        of the candidate gets fresh inputs; a random share of them (`timed_check_fraction`) have
+        their output checked. Returns False when the candidate failed during timing."""
         cfg, n = self.cfg, self.batch or 1
         t0 = time.monotonic()
         key = baseline_key(self.res.device, n, cfg.compile_baseline)
@@ -663,9 +661,7 @@ class _Evaluation:
                 try:
                     outcomes, wall = self._batch(items, guarded=False, check=0.0, runner=runners[impl])
                 except WorkerFailure as f:
-                    if impl == "eager":
-                        raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
-                    self._compile_unavailable(runners.pop(impl), f.message)
+                    self._baseline_failed(impl, runners.pop(impl), f)
                     return True
             for key_, (code, verdict, _) in outcomes.items():
                 if verdict is None:
@@ -754,9 +750,13 @@ class _Evaluation:
         self._phase("timing", t0)
         return True
 
-    def _compile_unavailable(self, worker: _Worker, message: str) -> None:
+    def _baseline_failed(self, which: str, worker: _Worker, f: WorkerFailure) -> None:
+        """The eager runner failing is the reference's failure (it ends the evaluation); the compile
+        runner failing only drops that baseline (`baseline_compile_unavailable`)."""
+        if which == "eager":
+            raise WorkerFailure(Code.REFERENCE_ERROR, f"the reference failed in its runner:\n{f.message}")
         worker.kill()
-        self._compile_error = f"torch.compile of the reference failed:\n{message}"
+        self._compile_error = f"torch.compile of the reference failed:\n{f.message}"
         self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, self._compile_error)
 
 
@@ -795,8 +795,8 @@ def _timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, 
     writes back the data it dirtied, which the probes' calls of nothing do not: 2.4 ms more was seen
     for an honest 4M-element candidate on two cores) plus twice the spread of the trusted overhead
     plus a quarter of that overhead (the CPU backend's flushes make it milliseconds long), so honest
-    noise is not flagged. It catches gross falsification; the identity checks of the clocks (guard.py) are the
-    finer defence.
+    noise is not flagged. It catches gross falsification; the identity checks of the clocks
+    (guard.py) are the finer defence.
     """
     mine = _median([w - c for w, c in zip(walls, claimed)])
     claim = _median(claimed)
