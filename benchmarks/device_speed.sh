@@ -15,5 +15,7 @@ grep -v "^ok " "$OUT/adversarial.log" | grep -v "^$" | tail -5
 t0=$(date +%s)
 extra=()
 [ -d .kb ] && extra=(--solutions benchmarks/solutions --kernelbench .kb)
-timeout 300 python3 benchmarks/evaluator.py --device cuda --json "$OUT/speed.json" "${extra[@]}" 2>&1 | tail -14
+timeout 320 python3 benchmarks/evaluator.py --device cuda --json "$OUT/speed.json" "${extra[@]}" \
+    > "$OUT/speed.log" 2>&1
+tail -30 "$OUT/speed.log"
 echo "evaluator benchmark: $(( $(date +%s) - t0 )) s"

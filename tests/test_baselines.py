@@ -102,6 +102,31 @@ def test_baselines_measured_once_then_cached(tmp_path):
     assert len(list((cache / "baselines").glob("*.json"))) == 1  # one file for the task
 
 
+def test_cached_baselines_set_the_candidates_batch_size(tmp_path):
+    """The batch size follows from the reference's time per call, which is noisy: an evaluation
+    adopts the cached entry's size (the candidate is timed as the baselines were) rather than
+    missing the cache whenever its own estimate differs."""
+    cand = tmp_path / "cand.py"
+    cand.write_text(CORRECT)
+    task, cache = load_task(TASK), tmp_path / "cache"
+    first = evaluate(task, load_candidate(cand), _cfg(cache))
+    assert first.timing_check["calls_per_batch"] == 8
+    store = BaselineCache(cache / "baselines")
+    key = first.timing_check["baselines"]["key"]
+    assert key == baseline_key(first.device, 8, False)  # the config's most calls, not the batch
+    entry = store.get(task.source, key)
+    entry.calls_per_batch = 3
+    store.put(task.source, key, entry)
+    second = evaluate(task, load_candidate(cand), _cfg(cache))
+    assert second.correct, second.reasons
+    assert second.timing_check["baselines"]["source"] == "cached"
+    assert second.timing_check["calls_per_batch"] == 3
+    # another most-calls setting is another entry
+    third = evaluate(task, load_candidate(cand), _cfg(cache, batch_calls=2))
+    assert third.timing_check["baselines"]["source"] == "measured"
+    assert third.timing_check["calls_per_batch"] == 2
+
+
 def test_tampered_cache_entry_is_measured_again(tmp_path):
     cand = tmp_path / "cand.py"
     cand.write_text(CORRECT)

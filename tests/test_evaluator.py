@@ -1,4 +1,4 @@
-"""The Evaluator API: concurrent evaluations with warm workers, futures and asyncio, the timing lock."""
+"""The Evaluator API: concurrent evaluations with warm workers, futures and asyncio, the device lock."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
-from cuda_agent.evaluate.engine import WarmPool, WorkerFailure, timing_lock
+from cuda_agent.evaluate.engine import WarmPool
+from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
@@ -83,26 +85,66 @@ def test_pool_replaces_a_spare_that_died(tmp_path):
     assert not pool.dir.exists()
 
 
-def test_timing_lock_is_one_at_a_time(tmp_path):
+def _hold(lock: DeviceLock, exclusive: bool) -> tuple[threading.Event, threading.Event, threading.Thread]:
     held, release = threading.Event(), threading.Event()
 
-    def hold():
-        with timing_lock(tmp_path, "cuda-0", 10):
+    def run():
+        with (lock.exclusive(10) if exclusive else lock.shared(10)):
             held.set()
             release.wait(10)
 
-    t = threading.Thread(target=hold)
+    t = threading.Thread(target=run)
     t.start()
+    return held, release, t
+
+
+def test_device_lock_timing_alone_other_work_shared(tmp_path):
+    lock = DeviceLock.of(tmp_path, "cuda-0")
+    # timing excludes everything else on the device
+    held, release, t = _hold(lock, exclusive=True)
     assert held.wait(10)
-    with pytest.raises(WorkerFailure, match="timing lock"):
-        with timing_lock(tmp_path, "cuda-0", 0.2):
+    with pytest.raises(LockTimeout):
+        with lock.exclusive(0.2):
             pass
-    with timing_lock(tmp_path, "cuda-1", 0.2):  # another GPU is free
+    with pytest.raises(LockTimeout):
+        with lock.shared(0.2):
+            pass
+    with lock.shared(0.2, required=False) as got:  # teardown goes on regardless
+        assert got is False
+    with DeviceLock.of(tmp_path, "cuda-1").exclusive(0.2):  # another GPU is free
         pass
     release.set()
     t.join()
-    with timing_lock(tmp_path, "cuda-0", 1):  # free again
+    # other work shares the device, but not with timing
+    held, release, t = _hold(lock, exclusive=False)
+    assert held.wait(10)
+    with lock.shared(0.2) as got:
+        assert got is True
+    with pytest.raises(LockTimeout):
+        with lock.exclusive(0.2):
+            pass
+    release.set()
+    t.join()
+    with lock.exclusive(1):  # free again
         pass
+
+
+def test_device_lock_timing_is_not_starved_by_other_work(tmp_path):
+    """A writer waiting for the readers to leave holds the turnstile: no new reader gets in ahead."""
+    lock = DeviceLock.of(tmp_path, "cuda-0")
+    r_held, r_release, r = _hold(lock, exclusive=False)
+    assert r_held.wait(10)
+    w_held, w_release, w = _hold(lock, exclusive=True)  # waits for the reader
+    time.sleep(0.2)
+    assert not w_held.is_set()
+    with pytest.raises(LockTimeout):  # a new reader waits behind the writer
+        with lock.shared(0.3):
+            pass
+    r_release.set()
+    assert w_held.wait(10)
+    w_release.set()
+    for t in (r, w):
+        t.join()
 
 
 def test_ray_evaluator_on_a_local_cluster(tmp_path):

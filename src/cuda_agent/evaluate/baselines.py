@@ -8,8 +8,10 @@ same clock: what the protocol costs lands on both sides alike.
 
 Entries live in `<cache_dir>/baselines/<sha256 of the task source>.json`, written atomically; within
 it, an entry's key covers the rest of what changes a timing: the device (name, capability, memory,
-driver), torch, CUDA and Python versions, the batch size and the timing protocol's version
-(`PROTOCOL`). Each entry carries an HMAC
+driver), torch, CUDA and Python versions, the most calls per command allowed (`batch_calls`) and
+the timing protocol's version (`PROTOCOL`). The entry records the batch size it was measured with,
+and a later evaluation of the task adopts it for the candidate (the size follows from the reference's
+time per call, whose noise would otherwise make evaluations miss the cache). Each entry carries an HMAC
 keyed by a secret file created with mode 0600 beside it, so an entry edited by hand, or by a
 candidate that got past the static policy's ban on file IO, is ignored and measured again (a
 candidate running as the same user could still read that secret: docs/threat-model.md).
@@ -32,7 +34,7 @@ from typing import Any
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.result import TimeStats
 
-PROTOCOL = 1  # bump when the timing method changes: entries measured the old way stop matching
+PROTOCOL = 2  # bump when the timing method changes: entries measured the old way stop matching
 
 # Device fields that make two timings comparable (not the host name or the device index: identical
 # GPUs share their baselines).
@@ -92,12 +94,13 @@ def task_hash(task_source: str) -> str:
     return hashlib.sha256(task_source.encode()).hexdigest()
 
 
-def baseline_key(device: dict[str, Any], calls_per_batch: int, compile_baseline: bool) -> str:
-    """Which of a task's entries applies: the device, the software, the batch size, the protocol."""
+def baseline_key(device: dict[str, Any], batch_calls: int, compile_baseline: bool) -> str:
+    """Which of a task's entries applies: the device, the software, the most calls per command
+    (`EvalConfig.batch_calls`), the protocol."""
     fields = {
         "protocol": PROTOCOL,
         "device": {k: device.get(k) for k in _DEVICE_FIELDS},
-        "calls_per_batch": calls_per_batch,
+        "batch_calls": batch_calls,
         "compile": compile_baseline,
     }
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()

@@ -48,8 +48,13 @@ class EvalConfig:
     """Reuse the baselines' timings measured before for the same task, device and software (kept
     under `cache_dir/baselines`); False measures them in every evaluation, interleaved with the
     candidate's calls."""
-    timing_budget_s: float = 1.0
-    """Target seconds of timed calls per implementation (split over interleaved rounds)."""
+    timing_budget_s: float = 0.25
+    """Target seconds of timed calls of the candidate (split over the rounds; calls that are not
+    timed, fresh inputs and checks, stretch a round up to three times this)."""
+    baseline_budget_s: float | None = None
+    """Target seconds of timed calls of each baseline when measured for the cache (once per task,
+    device and software, then reused); default four times `timing_budget_s`. Baselines that are not
+    cached are timed with `timing_budget_s`, interleaved with the candidate."""
     timing_rounds: int = 3
     """Interleaved rounds of eager, compile, candidate."""
     min_iters: int = 5
@@ -88,6 +93,10 @@ class EvalConfig:
         for name in ("atol", "rtol"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: tolerances must be >= 0")
+        if self.timing_budget_s <= 0 or (self.baseline_budget_s is not None and self.baseline_budget_s <= 0):
+            raise ValueError("timing_budget_s and baseline_budget_s must be > 0 seconds")
+        if self.baseline_budget_s is None:
+            self.baseline_budget_s = 4 * self.timing_budget_s
         if self.norm_tol is None:
             self.norm_tol = 5 * max(self.atol, self.rtol)
         if self.seeds is not None and len(self.seeds) != self.n_seeds:

@@ -13,7 +13,6 @@ what the harness measured itself.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import random
 import re
@@ -39,6 +38,7 @@ from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import cuda_arch, resolve_device
+from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.evaluate.result import Code, EvalResult, TimeStats
 from cuda_agent.evaluate.reward import milestone_reward
 from cuda_agent.tasks import Task
@@ -105,11 +105,11 @@ def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class _Worker:
-    def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int):
+    def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int, *flags: str):
         self.role, self.cwd = role, cwd
         parent, child = socket.socketpair()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.evaluate.worker", role],
+            [sys.executable, "-m", "cuda_agent.evaluate.worker", role, *flags],
             pass_fds=(child.fileno(),), cwd=cwd,
             env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -221,14 +221,35 @@ class _Worker:
         self.stderr.join(timeout=2)
 
 
-class WarmPool:
-    """Worker processes started ahead of need, torch already imported, handed out as the judge or a
-    runner of the next evaluation (`_Worker.become`); each is used by one evaluation only, and a
-    replacement starts as soon as one is taken, so the import overlaps the running evaluation."""
+def _close_all(workers: list[_Worker]) -> None:
+    """Close workers together: each is asked to exit at once, then all are awaited (a process with a
+    CUDA context takes a while to go), then their process groups are killed."""
+    for w in workers:
+        if w.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                w.chan.send({"cmd": "exit"})
+    end = time.monotonic() + 5
+    for w in workers:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            w.proc.wait(timeout=max(end - time.monotonic(), 0.01))
+    for w in workers:
+        w.close()
 
-    def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384):
+
+class WarmPool:
+    """Worker processes started ahead of need, torch already imported (and, with `cuda`, the CUDA
+    context of the GPU that `env` makes visible created), handed out as the judge or a runner of the
+    next evaluation (`_Worker.become`); each is used by one evaluation only, and a replacement starts
+    as soon as one is taken, so the import overlaps the running evaluations. An evaluation takes two
+    (four when it measures its baselines): `size` should cover what the evaluations running at once
+    take while replacements start (a few seconds each)."""
+
+    def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
+                 cuda: bool = False, lock: DeviceLock | None = None):
+        """`lock`: the device's lock, held shared while a spare creates its CUDA context."""
         self.env = _scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
+        self.flags = (("cuda",) if cuda else ()) + (("--lock", lock.base) if lock else ())
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []
@@ -237,7 +258,7 @@ class WarmPool:
         self._fill()
 
     def _spawn(self) -> _Worker:
-        return _Worker("spare", self.dir, self.env, self.output_limit)
+        return _Worker("spare", self.dir, self.env, self.output_limit, *self.flags)
 
     def _fill(self) -> None:
         with self.lock:
@@ -266,29 +287,6 @@ class WarmPool:
         for w in spares:
             w.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def timing_lock(cache_dir: Path, name: str, timeout: float):
-    """One timing job per GPU at a time, across every process of the machine sharing the cache: a
-    file lock, polled until `timeout` seconds have passed."""
-    folder = Path(cache_dir) / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"timing-{name}.lock", "w") as f:
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > end:
-                    raise WorkerFailure(Code.TIMEOUT, f"waited {timeout:.0f} s for the timing lock of {name} "
-                                        "(other evaluations kept timing on this device)") from None
-                time.sleep(0.01)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _shm_root() -> str | None:
@@ -332,6 +330,18 @@ class _Evaluation:
     def _left(self) -> float:
         return max(self.deadline - time.monotonic(), 0.01)
 
+    @contextlib.contextmanager
+    def _on_device(self, exclusive: bool = False):
+        """The device lock (locks.py): exclusive for timed rounds, shared for other work on the
+        device. Waiting too long is the evaluator's failure, not the candidate's."""
+        try:
+            with (self.lock.exclusive(self._left()) if exclusive else self.lock.shared(self._left())):
+                yield
+        except LockTimeout:
+            raise WorkerFailure(Code.INFRA_ERROR, f"waited {self.cfg.timeout_s:.0f} s for the device lock "
+                                f"{self.lock.base}: other evaluations kept the device busy; run fewer at "
+                                "once") from None
+
     def _phase(self, name: str, t0: float) -> None:
         self.res.phases_s[name] = round(self.res.phases_s.get(name, 0.0) + time.monotonic() - t0, 4)
 
@@ -345,6 +355,10 @@ class _Evaluation:
         self.res.seeds = {**self.seeds, "all": seeds}
         self.device = resolve_device(self.cfg.device)
         self.res.device = {"type": self.device}
+        self.deadline = time.monotonic() + self.cfg.timeout_s
+        # The GPU the workers see first: the one they run on.
+        gpu = self.gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        self.lock = DeviceLock.of(self.cfg.cache_dir, f"cuda-{gpu}" if self.device == "cuda" else "cpu")
         work = self.cfg.work_dir
         _sweep_stale(work)
         pid = os.getpid()
@@ -358,8 +372,10 @@ class _Evaluation:
             self.res.add(Code.INFRA_ERROR, "the evaluator failed: " + "".join(
                 traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
-            for w in self.workers:
-                w.close()
+            t0 = time.monotonic()
+            with self.lock.shared(30, required=False):  # CUDA contexts go: not during someone's timing
+                _close_all(self.workers)
+            self._phase("teardown", t0)
             cand = next((w for w in self.workers if w.role == "candidate"), None)
             if cand is not None:
                 self.res.candidate_output = {
@@ -402,8 +418,10 @@ class _Evaluation:
         self.env = {"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"), "TMPDIR": str(tmp)}
         if self.gpu is not None:
             self.env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        t0 = time.monotonic()
         self.judge = judge = self._spawn("judge", tmp, self.env)
         self.candidate = candidate = self._spawn("candidate", stage_dir, self.env)
+        self._phase("workers", t0)
 
         # Build on a thread while the judge sets the reference up.
         t0 = time.monotonic()
@@ -413,9 +431,10 @@ class _Evaluation:
                               cfg.build_timeout_s)
             self.deadline = time.monotonic() + cfg.timeout_s
             try:
-                setup = judge.call("setup", self._left(), task_source=self.task.source,
-                                   origin=self.task.origin, device=self.device,
-                                   init_seed=self.seeds["init"], shm_dir=str(shm))
+                with self._on_device():
+                    setup = judge.call("setup", self._left(), task_source=self.task.source,
+                                       origin=self.task.origin, device=self.device,
+                                       init_seed=self.seeds["init"], shm_dir=str(shm))
             except WorkerFailure as f:
                 fut.cancel()
                 if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
@@ -425,6 +444,12 @@ class _Evaluation:
                 self._phase("reference_setup", t0)
             self.res.device = setup["device"]
             self.init_inputs = setup["init_inputs"]
+            # Cached baselines fix the batch size: the candidate is timed as they were.
+            self.baseline_key = baseline_key(self.res.device, cfg.batch_calls, cfg.compile_baseline)
+            self.cached = (self.baselines.lookup(self.baseline_snapshot, self.baseline_key)
+                           if self.baselines else None)
+            if self.cached is not None:
+                self.batch = self.cached.calls_per_batch
             built: BuildResult | None = fut.result()
         if built is not None:
             self.res.phases_s["build"] = round(built.seconds, 4)
@@ -451,8 +476,9 @@ class _Evaluation:
         self.res.compiled = True
         self._record_precision(loaded.get("precision"))
         self.deadline = time.monotonic() + cfg.timeout_s
-        judge.call("weights", self._left(), state=loaded["state"])
-        candidate.call("load_weights", self._left())
+        with self._on_device():
+            judge.call("weights", self._left(), state=loaded["state"])
+            candidate.call("load_weights", self._left())
 
         # Correctness: fresh inputs per trial, then stress trials. The first trial runs alone; its
         # sizes set how many calls each later command makes.
@@ -463,7 +489,8 @@ class _Evaluation:
         while done < len(plan):
             items = plan[done:done + (self.batch or 1)]
             done += len(items)
-            outcomes, _ = self._batch(items, guarded=True)
+            with self._on_device():
+                outcomes, _ = self._batch(items, guarded=True)
             for key, seed, stress in items:
                 rec = {"key": key, "seed": seed, "stress": stress is not None}
                 self.res.trials.append(rec)
@@ -569,9 +596,10 @@ class _Evaluation:
         return outcomes, wall
 
     def _check_weights(self) -> None:
-        state = self.candidate.call("state", self._left())
-        self._record_precision(state.get("precision"))
-        verdict = self.judge.call("check_state", self._left(), state=state.get("state"))
+        with self._on_device():
+            state = self.candidate.call("state", self._left())
+            self._record_precision(state.get("precision"))
+            verdict = self.judge.call("check_state", self._left(), state=state.get("state"))
         if verdict["code"] is not None:
             self.res.add(Code(verdict["code"]), verdict["message"])
             self.res.correct = False
@@ -611,11 +639,12 @@ class _Evaluation:
         return worker
 
     def _load_baseline(self, worker: _Worker) -> None:
-        loaded = worker.call("load", self._left(), stage_dir=str(worker.cwd), extension=None,
-                             device=self.device, init_seed=self.seeds["init"], init_inputs=self.init_inputs,
-                             shm_dir=str(self.shm), policy="none")
-        self.judge.call("weights", self._left(), state=loaded["state"])
-        worker.call("load_weights", self._left())
+        with self._on_device():
+            loaded = worker.call("load", self._left(), stage_dir=str(worker.cwd), extension=None,
+                                 device=self.device, init_seed=self.seeds["init"],
+                                 init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none")
+            self.judge.call("weights", self._left(), state=loaded["state"])
+            worker.call("load_weights", self._left())
 
     def _time(self) -> bool:
         """Timing rounds. Each command is a batch of back-to-back timed calls on distinct inputs;
@@ -629,9 +658,7 @@ class _Evaluation:
         their output checked. Returns False when the candidate failed during timing."""
         cfg, n = self.cfg, self.batch or 1
         t0 = time.monotonic()
-        key = baseline_key(self.res.device, n, cfg.compile_baseline)
-        store = self.baselines
-        cached = store.lookup(self.baseline_snapshot, key) if store else None
+        key, store, cached = self.baseline_key, self.baselines, self.cached
         runners: dict[str, _Worker] = {"candidate": self.candidate}
         if cached is None:
             runners.update(self._baseline_runners())
@@ -641,7 +668,10 @@ class _Evaluation:
         walls: dict[str, list[float]] = {k: [] for k in impls}  # per command: the harness's clock
         samples: dict[str, list[float]] = {k: [] for k in impls}  # per command: mean ms per call
         trusted: list[float] = []  # the protocol's own cost per command, in the judge, beside each batch
-        chunk_ms = cfg.timing_budget_s * 1e3 / cfg.timing_rounds
+        # Timed milliseconds per round: baselines measured for the cache (once per task and
+        # device, then reused by every evaluation) get a budget of their own.
+        chunk_ms = {impl: (cfg.baseline_budget_s if impl != "candidate" and store is not None
+                           else cfg.timing_budget_s) * 1e3 / cfg.timing_rounds for impl in impls}
         lo = -(-cfg.min_iters // cfg.timing_rounds)  # samples (batches) per round
         hi = max(cfg.max_iters // cfg.timing_rounds, lo)
         counts = {"timed": 0, "checked": 0}
@@ -688,22 +718,22 @@ class _Evaluation:
                     # Stop at the timed budget, or at three times it in elapsed time: the calls also
                     # pay for fresh inputs and checks (costly on the CPU backend).
                     while impl in runners and i < hi and (i < lo or (
-                            sum(walls[impl][-i:] if i else []) < chunk_ms
-                            and (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms)):
+                            sum(walls[impl][-i:] if i else []) < chunk_ms[impl]
+                            and (time.perf_counter() - begun) * 1e3 < 3 * chunk_ms[impl])):
                         if not step(impl, keep=True):
                             return False
                         i += 1
             return True
 
-        # A warm-up batch of each (torch.compile compiles here, allocators and caches fill), then
-        # the timed rounds under the device's timing lock: one timing job per GPU at a time.
+        # A warm-up batch of each (allocators and caches fill; torch.compile compiles here: minutes
+        # of CPU at worst, so not holding the device), then the timed rounds with the device to
+        # themselves (locks.py).
         for impl in impls:
-            if not step(impl, keep=False):
-                return False
+            with (self._on_device() if impl != "compile" else contextlib.nullcontext()):
+                if not step(impl, keep=False):
+                    return False
         t_lock = time.monotonic()
-        # The GPU the workers see first: the one they time on.
-        gpu = self.gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-        with timing_lock(cfg.cache_dir, f"cuda-{gpu}" if self.device == "cuda" else "cpu", self._left()):
+        with self._on_device(exclusive=True):
             self._phase("timing_lock_wait", t_lock)
             if cached is None and store is not None:
                 # Baselines that will be cached are measured with the candidate's process stopped:

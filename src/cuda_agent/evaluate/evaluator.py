@@ -8,9 +8,10 @@
 This is what the agent, RL rewards and the data filter use. Each GPU gets a pool of warm workers
 (processes started ahead of need with torch imported: `engine.WarmPool`), and evaluations are spread
 over the GPUs, least busy first; every evaluation still gets fresh processes of its own (a worker
-serves one evaluation only). Builds run on the CPU while other evaluations use the GPU; timing takes
-a per-GPU lock (`engine.timing_lock`), so one timing job runs per GPU at a time and the others' builds,
-trials and checks go on beside it. `evaluate()` of the package is the one-shot form of the same thing.
+serves one evaluation only). Builds run on the CPU while other evaluations use the GPU. Each GPU has
+a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have the GPU to themselves,
+while the other evaluations' trials and checks share it between timings and their builds go on
+beside. `evaluate()` of the package is the one-shot form of the same thing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation
+from cuda_agent.evaluate.locks import DeviceLock
 from cuda_agent.evaluate.result import EvalResult
 from cuda_agent.tasks import Task
 
@@ -62,10 +64,11 @@ class EvaluatorBase:
 
 class Evaluator(EvaluatorBase):
     def __init__(self, config: EvalConfig | None = None, *, jobs: int | None = None,
-                 gpus: Iterable[int | str] | None = None, warm: int = 2):
+                 gpus: Iterable[int | str] | None = None, warm: int | None = None):
         """`config`: the default for every evaluation (each call may pass its own). `jobs`:
         evaluations at once (default: 2 per GPU, or 2 on the CPU backend). `gpus`: the GPUs to use
-        (default: all that nvidia-smi lists). `warm`: spare workers kept ready per GPU (0: none)."""
+        (default: all that nvidia-smi lists). `warm`: spare workers kept ready per GPU (0: none;
+        default: two per evaluation a GPU runs at once, plus two)."""
         self.config = config or EvalConfig()
         self.device = resolve_device(self.config.device)
         if self.device == "cuda":
@@ -76,9 +79,12 @@ class Evaluator(EvaluatorBase):
         else:
             self.gpus = [None]
         self.jobs = jobs or 2 * len(self.gpus)
+        if warm is None:
+            warm = 2 * -(-self.jobs // len(self.gpus)) + 2
         self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
-                                   output_limit=self.config.output_limit) if warm > 0 else None
-                       for g in self.gpus}
+                                   output_limit=self.config.output_limit, cuda=g is not None,
+                                   lock=DeviceLock.of(self.config.cache_dir, f"cuda-{g}") if g is not None else None)
+                       if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")

@@ -34,7 +34,7 @@ def _ray():
 class _EvalActor:
     """Runs on a cluster node: a local Evaluator on the GPU(s) Ray assigned to this actor."""
 
-    def __init__(self, config: EvalConfig, jobs: int, warm: int):
+    def __init__(self, config: EvalConfig, jobs: int, warm: int | None):
         ray = _ray()
         gpus = [str(g) for g in ray.get_gpu_ids()] if config.device == "cuda" else None
         self.ev = Evaluator(config, jobs=jobs, gpus=gpus or None, warm=warm)
@@ -51,7 +51,7 @@ class _EvalActor:
 
 class RayEvaluator(EvaluatorBase):
     def __init__(self, config: EvalConfig | None = None, *, address: str | None = None,
-                 actors: int | None = None, jobs_per_actor: int = 2, warm: int = 2,
+                 actors: int | None = None, jobs_per_actor: int = 2, warm: int | None = None,
                  init: dict[str, Any] | None = None):
         """`address`: the cluster (`"auto"`, `"ray://host:10001"`; None starts a local one unless Ray
         is initialised already). `actors`: how many (default: one per GPU of the cluster, or one for

@@ -555,6 +555,21 @@ def _warm_guard() -> None:
     OpGuard(set(sys.modules), strict=True).call(torch.nn.Linear(2, 2), [torch.zeros(1, 2)])
 
 
+def _warm_cuda(lock: str | None) -> None:
+    """Create the CUDA context (~0.3 s) before it is needed; not while an evaluation times on the
+    device (locks.py)."""
+    import torch
+
+    from cuda_agent.evaluate.locks import DeviceLock
+
+    if lock is None:
+        torch.empty(1, device="cuda")
+        return
+    with DeviceLock(lock).shared(600, required=False, poll=0.05):
+        torch.empty(1, device="cuda")
+        torch.cuda.synchronize()
+
+
 def main() -> None:
     role = sys.argv[1]
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
@@ -563,6 +578,8 @@ def main() -> None:
 
     if role in ("spare", "candidate"):
         _warm_guard()
+    if role == "spare" and "cuda" in sys.argv[2:]:
+        _warm_cuda(sys.argv[sys.argv.index("--lock") + 1] if "--lock" in sys.argv else None)
     chan.send({"ok": True, "ready": role, "pid": os.getpid()})
     if role == "spare":
         role = _become(chan)

@@ -1,0 +1,104 @@
+"""Who may use a device while an evaluation times on it.
+
+Timing is only fair when nothing else runs on the device: another evaluation's correctness trials on
+the same GPU share its SMs and memory bandwidth, and on an H200 made the same candidate's speedup
+vary 2.7x (max/min) over three evaluations, against 1.08x when they ran one at a time. So a
+device has a readers-writer lock: an evaluation's timed rounds hold it exclusively; the rest of
+the GPU work of every evaluation (the reference's setup, weights, correctness trials, warm-up calls,
+checks, process teardown) and a warm worker's CUDA start hold it shared. Writers come first: a
+writer takes the turnstile before waiting for the readers to leave, and new readers pass through
+the turnstile, so a stream of readers cannot starve timing.
+
+The lock is two files (`flock`) under the cache directory, so it holds across every process of the
+machine that shares the cache; this module imports nothing heavy, for the workers' sake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+
+class LockTimeout(Exception):
+    pass
+
+
+class DeviceLock:
+    def __init__(self, base: str | os.PathLike):
+        """`base`: the lock's path without suffix, e.g. `<cache>/locks/device-cuda-0` (a string, so
+        it can be handed to a worker process)."""
+        self.base = str(base)
+
+    @classmethod
+    def of(cls, cache_dir: str | os.PathLike, name: str) -> "DeviceLock":
+        return cls(Path(cache_dir) / "locks" / f"device-{name}")
+
+    def _open(self) -> tuple:
+        Path(self.base).parent.mkdir(parents=True, exist_ok=True)
+        turn = open(self.base + ".turn", "a")
+        try:
+            return turn, open(self.base + ".lock", "a")
+        except OSError:
+            turn.close()
+            raise
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout: float) -> Iterator[None]:
+        """Held alone: no other evaluation uses the device meanwhile."""
+        turn, main = self._open()
+        with turn, main:
+            end = time.monotonic() + timeout
+            _acquire(turn, fcntl.LOCK_EX, end)
+            try:
+                _acquire(main, fcntl.LOCK_EX, end)
+            finally:
+                fcntl.flock(turn, fcntl.LOCK_UN)  # readers may queue on `main` again
+            try:
+                yield
+            finally:
+                fcntl.flock(main, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def shared(self, timeout: float, required: bool = True, poll: float = 0.002) -> Iterator[bool]:
+        """Held with other readers, never during someone's timing. Yields whether it is held: with
+        `required=False`, a timeout or a lock file that cannot be opened goes on without it (for
+        work that must happen regardless). `poll`: seconds between tries (work that is in no hurry
+        polls less, so as not to wake cores while someone times)."""
+        try:
+            turn, main = self._open()
+        except OSError:
+            if required:
+                raise
+            yield False
+            return
+        with turn, main:
+            end = time.monotonic() + timeout
+            try:
+                _acquire(turn, fcntl.LOCK_EX, end, poll)  # waits behind a writer that is waiting
+                fcntl.flock(turn, fcntl.LOCK_UN)
+                _acquire(main, fcntl.LOCK_SH, end, poll)
+            except LockTimeout:
+                if required:
+                    raise
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(main, fcntl.LOCK_UN)
+
+
+def _acquire(f, mode: int, end: float, poll: float = 0.002) -> None:
+    """flock, tried every `poll` seconds until the monotonic deadline `end`."""
+    while True:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > end:
+                raise LockTimeout(f"{f.name}: not free in time") from None
+            time.sleep(poll)
