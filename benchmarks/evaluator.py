@@ -21,6 +21,7 @@ Figures go to `--json` after every step, so a run cut short keeps what it measur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -58,6 +59,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=5, help="evaluations of one candidate for stability")
     p.add_argument("--stability-candidates", type=int, default=3,
                    help="how many candidates (tasks of 0.1 ms or more, slowest first) the stability step measures")
+    p.add_argument("--compare-uncached", action="store_true",
+                   help="also measure stability with the eager baseline interleaved in every evaluation")
     p.add_argument("--solutions", default=None)
     p.add_argument("--kernelbench", default=None)
     p.add_argument("--policy", default="kernelbench")
@@ -123,13 +126,27 @@ def main() -> int:
         scoped = sorted((x for x in cands if eager.get(x[0], 0.0) >= 0.1), key=lambda x: -eager[x[0]])
         spread: dict[str, float] = {}
         for name, t, c in scoped[: args.stability_candidates]:
-            speedups = [ev.evaluate(t, c).speedup_eager or 0.0 for _ in range(args.repeat)]
+            rs = [ev.evaluate(t, c) for _ in range(args.repeat)]
+            speedups = [r.speedup_eager or 0.0 for r in rs]
             spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
+            figures.setdefault("stability_candidate_ms", {})[name] = [
+                r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]
             console.print(f"stability {name} (eager {eager[name]:.3f} ms): "
                           + " ".join(f"{s:.4f}" for s in speedups))
         figures["stability"] = spread
         figures["stability_max_over_min"] = max(spread.values(), default=float("nan"))
         save()
+        if args.compare_uncached:  # drift or noise? baselines interleaved with the candidate
+            plain = dataclasses.replace(cfg, baseline_cache=False, compile_baseline=False)
+            figures["stability_uncached"] = {}
+            for name, t, c in scoped[: args.stability_candidates]:
+                rs = [ev.evaluate(t, c, plain) for _ in range(args.repeat)]
+                sp = [r.speedup_eager or 0.0 for r in rs]
+                figures["stability_uncached"][name] = {
+                    "speedups": sp, "eager_ms": [r.times_ms["eager"].median for r in rs],
+                    "candidate_ms": [r.times_ms["candidate"].median for r in rs]}
+                console.print(f"uncached {name}: " + " ".join(f"{x:.4f}" for x in sp))
+            save()
 
     # 4. throughput: one GPU, then all of them
     batch = [(t, c) for _ in range(args.rounds) for _, t, c in cands]
@@ -148,6 +165,9 @@ def main() -> int:
                     by_name.setdefault(name, []).append(r.speedup_eager)
             figures[f"stability_under_load_{n_gpus}gpu"] = {k: max(v) / min(v) for k, v in by_name.items()}
             figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
+            figures[f"phases_under_load_{n_gpus}gpu"] = {
+                k: statistics.median(float(r.phases_s.get(k, 0.0)) for r in loaded)
+                for k in sorted({k for r in loaded for k in r.phases_s})}
             figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
         console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min")
         save()

@@ -86,6 +86,7 @@ def test_baselines_measured_once_then_cached(tmp_path):
     first = evaluate(task, load_candidate(cand), _cfg(cache))
     assert first.correct, first.reasons
     assert first.timing_check["baselines"]["source"] == "measured"
+    assert first.timing_check["baselines"]["cached"] is True
     assert "baseline_setup" in first.phases_s
     assert len(list((cache / "baselines").glob("*.json"))) == 1  # one file for the task
     second = evaluate(task, load_candidate(cand), _cfg(cache))
@@ -125,6 +126,46 @@ def test_cached_baselines_set_the_candidates_batch_size(tmp_path):
     third = evaluate(task, load_candidate(cand), _cfg(cache, batch_calls=2))
     assert third.timing_check["baselines"]["source"] == "measured"
     assert third.timing_check["calls_per_batch"] == 2
+
+
+NOISY_TASK = """
+import random
+import time
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(random.choice([0.0005, 0.03]))  # a machine busy half of the time
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_noisy_baselines_are_not_cached(tmp_path):
+    """Baselines measured on a busy machine (spread beyond a quarter of the median) serve their own
+    evaluation but are not kept to inflate every later speedup."""
+    (tmp_path / "task.py").write_text(NOISY_TASK)
+    cand = tmp_path / "cand.py"
+    cand.write_text("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                    "    def forward(self, x):\n        return x * 2\n")
+    task, cache = load_task(tmp_path / "task.py"), tmp_path / "cache"
+    for _ in range(2):
+        res = evaluate(task, load_candidate(cand), _cfg(cache, batch_calls=1))
+        assert res.correct, res.reasons
+        base = res.timing_check["baselines"]
+        assert base["source"] == "measured" and base["cached"] is False
+        assert base["too_noisy"][0].startswith("eager")
+    assert not list((cache / "baselines").glob("*.json"))
 
 
 def test_tampered_cache_entry_is_measured_again(tmp_path):
