@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.errors import TaskError, UsageError
-from cuda_agent.tasks import Task, load_hf_kernelbench, load_kernelbench, load_task, validate_task_source
+from cuda_agent.tasks import (Task, load_hf_kernelbench, load_kernelbench, load_task, load_taskset,
+                              validate_task_source)
 
 KERNELBENCH = Path(__file__).resolve().parents[2] / "shared" / "kernelbench"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -386,6 +387,25 @@ def test_hf_local_jsonl_and_folder(tmp_path):
         "level1/3_Add",
         "level2/1_Fused",
     ]
+
+
+def test_load_taskset_every_kind(tmp_path):
+    """TASKSET on the command line: the bundled examples, a KernelBench folder, one task file, and a
+    dataset of ours (rows with `id` and `code`, no level)."""
+    assert {t.name for t in load_taskset("examples")} >= {"elementwise", "row_softmax"}
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "1_First.py").write_text(GOOD)
+    assert [t.id for t in load_taskset(tmp_path / "kb")] == ["level1/1_First"]
+    assert [t.id for t in load_taskset(str(tmp_path / "kb" / "level1" / "1_First.py"))] == ["level1/1_First"]
+    with pytest.raises(UsageError, match="no such task set"):
+        load_taskset(tmp_path / "nowhere")
+    pytest.importorskip("datasets")
+    ours = tmp_path / "tasks.jsonl"
+    ours.write_text("".join(json.dumps({"id": f"synth_{i:04d}", "code": GOOD, "ops": ["add"]}) + "\n"
+                            for i in range(3)))
+    tasks = load_taskset(ours)
+    assert [t.id for t in tasks] == ["synth_0000", "synth_0001", "synth_0002"]
+    assert all(t.level is None for t in tasks) and tasks[0].origin == f"{ours}#0"
 
 
 def test_hf_local_invalid_row_names_origin(tmp_path):

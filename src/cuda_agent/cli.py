@@ -214,14 +214,6 @@ def cmd_examples(args: argparse.Namespace) -> int:
     return 0
 
 
-def _taskset(spec: str, levels: list[int] | None):
-    """Tasks of TASKSET: `examples` (the bundled ones) or a KernelBench checkout / level folder."""
-    from cuda_agent.examples import example_tasks
-    from cuda_agent.tasks import load_kernelbench
-
-    return example_tasks() if spec == "examples" else load_kernelbench(spec, levels=levels)
-
-
 def cmd_baselines(args: argparse.Namespace) -> int:
     """Measure (or read from the cache) every task's eager and compile baselines; print them with a
     self-check (the reference timed as a candidate: 1.00x when timing is fair); with --out, write
@@ -232,11 +224,12 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     from cuda_agent.evaluate import evaluate
     from cuda_agent.evaluate.baselines import baseline_candidate
     from cuda_agent.evaluate.device import resolve_device
+    from cuda_agent.tasks import load_taskset
 
     config = _config(args)
     config.device = device = resolve_device(config.device)
     config.policy, config.trials, config.stress_trials = "none", 1, 0  # the reference is trusted code
-    tasks = _taskset(args.taskset, args.level)
+    tasks = load_taskset(args.taskset, args.level)
     if not tasks:
         raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
     rows = []
@@ -312,11 +305,130 @@ def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
     return written
 
 
+def _bundled_solutions(device: str):
+    """The bundled examples' own candidates for `device`: single file as sample 0, workspace as 1."""
+    from cuda_agent.bench.solutions import Solution
+    from cuda_agent.examples import example_tasks, list_examples
+    from cuda_agent.examples import FORMS
+
+    tasks = {t.name: t for t in example_tasks()}
+    return [Solution(tasks[ex.name], FORMS.index(form), path)
+            for ex in list_examples() for form, path in ex.candidates(device).items()]
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Evaluate a task set's solutions into the run store (resuming a run of the same name), print
+    the metrics and write the report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from cuda_agent.bench import runner
+    from cuda_agent.bench.report import write_report
+    from cuda_agent.bench.solutions import find_solutions
+    from cuda_agent.bench.store import Store
+    from cuda_agent.evaluate import Evaluator
+    from cuda_agent.evaluate.device import resolve_device
+    from cuda_agent.tasks import load_taskset
+
+    config = _config(args)
+    config.device = device = resolve_device(config.device)
+    tasks = load_taskset(args.taskset, args.level)
+    if not tasks:
+        raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
+    err = _console(stderr=True)
+    if args.solutions:
+        found = find_solutions(args.solutions, tasks)
+        solutions = found.solutions
+        if found.unmatched:
+            shown = ", ".join(str(p) for p in found.unmatched[:5])
+            more = f" and {len(found.unmatched) - 5} more" if len(found.unmatched) > 5 else ""
+            err.print(f"[yellow]{len(found.unmatched)} file(s) under {args.solutions} match no task of the set "
+                      f"(skipped): {shown}{more}[/]", highlight=False)
+    elif args.taskset == "examples":
+        solutions = _bundled_solutions(device)
+        tasks = [t for t in tasks if any(s.task.id == t.id for s in solutions)]  # gemm_cublas: CUDA only
+    else:
+        raise CudaAgentError("pass --solutions DIR: one candidate per task (level1/19_ReLU.py or a workspace "
+                             "folder), or KernelBench's level_L_problem_P_sample_S_kernel.py files")
+    missing = len({t.id for t in tasks} - {s.task.id for s in solutions})
+    if missing:
+        err.print(f"[yellow]{missing} of {len(tasks)} task(s) have no solution: they count as failures[/]")
+    name = args.run or runner.default_run_name(args.taskset, args.solutions, device)
+    out = args.out
+    db = args.db or out / "bench.sqlite"
+    params = runner.run_params(str(args.taskset), tasks, str(args.solutions or "bundled"), device, config)
+    with Store(db) as store, _stdout_reserved(args.json):
+        resumed = store.open_run(name, params)
+        pending = len(solutions) - (0 if args.rescore else len(store.done(name) & {(s.task.id, s.sample) for s in solutions}))
+        if resumed:
+            err.print(f"run {name!r}: {'rescoring every solution' if args.rescore else f'resuming, {pending} to go'}")
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[correct]} correct"), TimeRemainingColumn(),
+                      console=err, transient=True) as progress:
+            bar = progress.add_task(f"bench {name} on {device}", total=pending, correct=0)
+            tally = {"correct": 0}
+
+            def advance(sol, res):
+                tally["correct"] += bool(res.correct)
+                progress.update(bar, advance=1, correct=tally["correct"],
+                                description=f"{sol.task.id} #{sol.sample}")
+
+            with Evaluator(config, jobs=args.jobs) as ev:
+                evaluated = runner.run(store, name, solutions, ev, rescore=args.rescore,
+                                       progress=runner.Progress(advance=advance))
+        summary = runner.summarize_run(store, name)
+        report = write_report(store, name, out / name) if not args.no_report else None
+    if args.json:
+        print(json.dumps({"run": name, "db": str(db), "report": str(report) if report else None,
+                          "evaluated": evaluated, **summary.to_json()}))
+        return 0
+    _print_metrics(summary, f"{name}: {len(tasks)} tasks on {device}")
+    if report:
+        print(f"report: {report}")
+    return 0
+
+
+def _print_metrics(summary, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("level", "tasks", "correct", "faster than eager", "faster than compile",
+                "geomean eager (correct / all)", "geomean compile (correct / all)"):
+        table.add_column(col)
+    groups = {f"level {k}" if k != "other" else "other": v for k, v in summary.best["levels"].items()}
+    for label, m in {**groups, "overall": summary.best["overall"]}.items():
+        table.add_row(label, str(m["tasks"]), f"{100 * m['pass_rate']:.1f}%", f"{100 * m['faster_eager_rate']:.1f}%",
+                      f"{100 * m['faster_compile_rate']:.1f}%",
+                      f"{_fmt_x(m['geomean_eager'])} / {_fmt_x(m['geomean_eager_all'])}",
+                      f"{_fmt_x(m['geomean_compile'])} / {_fmt_x(m['geomean_compile_all'])}")
+    _console().print(table)
+    if summary.reasons:
+        _console().print("failures: " + ", ".join(f"{k} {v}" for k, v in summary.reasons.items()), highlight=False)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from cuda_agent.bench.report import write_report
+    from cuda_agent.bench.store import Store
+
+    db = args.db or args.out / "bench.sqlite"
+    if not db.is_file():
+        raise CudaAgentError(f"{db}: no run store here; run `cuda-agent bench` first or pass --db")
+    folder = args.out / (args.run if not args.compare else f"{args.run}-vs-{args.compare}")
+    with Store(db) as store:
+        store.require_run(args.run)
+        if args.compare:
+            store.require_run(args.compare)
+        path = write_report(store, args.run, folder, compare=args.compare)
+    print(path)
+    return 0
+
+
 EXAMPLES = {
     "eval": "cuda-agent eval task.py candidate.py --device cpu --json",
     "init-workspace": "cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda",
     "examples": "cuda-agent examples --device cpu",
     "baselines": "cuda-agent baselines KernelBench/ --level 1 --device cuda --out results/timing",
+    "bench": "cuda-agent bench KernelBench/ --level 1 --solutions runs/my_model/ --device cuda --run my_model",
+    "report": "cuda-agent report my_model --compare baseline_model",
 }
 
 
@@ -376,6 +488,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write KernelBench's results/timing layout under this folder")
     _add_eval_options(p)
     p.set_defaults(func=cmd_baselines)
+
+    p = sub.add_parser("bench", help="evaluate solutions over a task set: metrics, run store, report",
+                       description="Evaluate every solution of a task set (in parallel, over every GPU), keep "
+                       "each verdict in a SQLite run store as it arrives (a run of the same name resumes), "
+                       "print the metrics per level and write a Markdown report with plots.",
+                       epilog=f"example: {EXAMPLES['bench']}")
+    p.add_argument("taskset", help="`examples` (the bundled tasks), a KernelBench checkout, its KernelBench/ "
+                   "folder or a folder of level1/..., a task file, or a dataset file (.jsonl, .parquet)")
+    p.add_argument("--solutions", type=Path, default=None,
+                   help="folder of candidates: one per task (level1/19_ReLU.py, 19_ReLU.py or a workspace "
+                   "folder of that name) and/or KernelBench's level_L_problem_P_sample_S_kernel.py files; "
+                   "default for `examples`: the bundled candidates")
+    p.add_argument("--level", type=int, nargs="+", choices=[1, 2, 3, 4], default=None,
+                   help="only these KernelBench levels")
+    p.add_argument("--run", default=None, help="run name (default: <solutions folder>-<device>); the same "
+                   "name with the same arguments resumes")
+    p.add_argument("--rescore", action="store_true", help="evaluate every solution again with this evaluator")
+    p.add_argument("--jobs", type=_positive(int), default=None,
+                   help="evaluations at a time (default: 2 per GPU, 2 on the CPU backend)")
+    p.add_argument("--out", type=Path, default=Path("cuda-agent-runs"),
+                   help="where the run store and the reports go (default: ./cuda-agent-runs)")
+    p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
+    p.add_argument("--no-report", action="store_true", help="do not write the report")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("report", help="write the Markdown report of a run (or two, side by side)",
+                       description="Write report.md with tables and PNG plots (speedups per level, fast_p "
+                       "curves, failures by reason) for RUN, compared with RUN2 when given.",
+                       epilog=f"example: {EXAMPLES['report']}")
+    p.add_argument("run", help="a run name from `cuda-agent bench`")
+    p.add_argument("--compare", metavar="RUN2", default=None, help="a second run, side by side")
+    p.add_argument("--out", type=Path, default=Path("cuda-agent-runs"),
+                   help="the folder of the run store; the report goes to OUT/RUN (default: ./cuda-agent-runs)")
+    p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

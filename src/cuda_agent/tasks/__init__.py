@@ -13,7 +13,9 @@ from cuda_agent.tasks.loaders import (
     load_task,
     load_kernelbench,
     load_hf_kernelbench,
+    load_taskset,
     validate_task_source,
 )
 
-__all__ = ["Task", "load_task", "load_kernelbench", "load_hf_kernelbench", "validate_task_source"]
+__all__ = ["Task", "load_task", "load_kernelbench", "load_hf_kernelbench", "load_taskset",
+           "validate_task_source"]

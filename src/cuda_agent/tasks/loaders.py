@@ -265,13 +265,13 @@ def _import_datasets():
 
 
 def _row_task(row: dict, origin: str, default_level: int | None) -> Task:
-    missing = [col for col in ("code", "name") if row.get(col) is None]
+    missing = [col for col in ("code", "name") if row.get(col if col != "name" or row.get("id") is None else "id") is None]
     if missing:
         raise UsageError(
-            f"{origin}: row lacks column(s) {', '.join(missing)}; a KernelBench dataset row needs "
-            f"`code`, `level`, `name` and `problem_id`"
+            f"{origin}: row lacks column(s) {', '.join(missing)}; a task row needs `code` and `name` "
+            f"(or `id`, as in datasets made by `cuda-agent synth`); KernelBench's also `level` and `problem_id`"
         )
-    name = str(row["name"])
+    name = str(row["name"] if row.get("name") is not None else row["id"])
     if name.endswith(".py"):
         name = name[: -len(".py")]
     level = row.get("level")
@@ -332,11 +332,14 @@ def load_hf_kernelbench(
                 origin = f"{file}#{i}"
                 level = row.get("level")
                 if level is None:
-                    raise UsageError(
-                        f"{origin}: row has no `level`; a KernelBench dataset row needs "
-                        f"`code`, `level`, `name` and `problem_id`"
-                    )
-                if int(level) in keep:
+                    if row.get("id") is None:
+                        raise UsageError(
+                            f"{origin}: row has no `level`; a KernelBench dataset row needs "
+                            f"`code`, `level`, `name` and `problem_id` (a dataset of ours: `id` and `code`)"
+                        )
+                    if wanted is None:  # a dataset of ours: tasks without levels
+                        tasks.append(_row_task(row, origin, None))
+                elif int(level) in keep:
                     tasks.append(_row_task(row, origin, None))
     else:
         looks_local = Path(str(source)).suffix.lower() in _LOCAL_FORMATS
@@ -358,3 +361,29 @@ def load_hf_kernelbench(
 
     tasks.sort(key=lambda t: (t.level if t.level is not None else 0, t.problem_id or 0, t.name))
     return tasks
+
+
+# --------------------------------------------------------------------------------------------------
+# Any task set named on the command line
+# --------------------------------------------------------------------------------------------------
+
+
+def load_taskset(spec: str | Path, levels: Iterable[int] | None = None) -> list[Task]:
+    """The tasks of a TASKSET argument: `examples` (the bundled ones), a KernelBench checkout (its
+    root, its `KernelBench/` folder, or a folder of `levelN/`), a task file (`.py`), or a dataset
+    file or folder (`.jsonl`, `.parquet`, ...: KernelBench's or one made by `cuda-agent synth`)."""
+    if str(spec) == "examples":
+        from cuda_agent.examples import example_tasks  # examples build on tasks, not the reverse
+
+        return example_tasks()
+    path = Path(spec)
+    if path.is_file() and path.suffix == ".py":
+        return [load_task(path)]
+    if path.is_file() and path.suffix.lower() in _LOCAL_FORMATS:
+        return load_hf_kernelbench(path, levels=levels)
+    if path.is_dir():
+        if _level_dirs(path) or _level_dirs(path / "KernelBench"):
+            return load_kernelbench(path, levels=levels)
+        return load_hf_kernelbench(path, levels=levels)
+    raise UsageError(f"{spec}: no such task set; pass `examples`, a KernelBench checkout, a task file (.py) "
+                     f"or a dataset file ({', '.join(sorted(_LOCAL_FORMATS))})")

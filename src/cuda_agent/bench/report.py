@@ -1,0 +1,194 @@
+"""`cuda-agent report`: a run (or two, side by side) as Markdown with tables and PNG plots.
+
+Written into one folder: `report.md`, `speedups.png` (speedup distribution per level, against eager
+and compile), `fast_p.png` (fast_p curves against both baselines) and `failures.png` (reasons for
+failure by count). Plots use matplotlib's Agg backend: no display needed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.bench.metrics import FAST_P, fast_p
+from cuda_agent.bench.runner import Summary, summarize_run
+from cuda_agent.bench.store import Store
+
+BASELINES = ("eager", "compile")
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def metrics_table(groups: dict[str, dict[str, Any]], first: str = "level") -> list[str]:
+    """Markdown rows: one per group (a level, overall, a sample, a run)."""
+    head = (f"| {first} | tasks | correct | faster than eager | faster than compile | geomean vs eager "
+            "(correct / all) | geomean vs compile (correct / all) |")
+    lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, m in groups.items():
+        lines.append(f"| {name} | {m['tasks']} | {_pct(m['pass_rate'])} | {_pct(m['faster_eager_rate'])} | "
+                     f"{_pct(m['faster_compile_rate'])} | {_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])} | "
+                     f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])} |")
+    return lines
+
+
+def _groups(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {**{f"level {k}" if k != "other" else "other": v for k, v in m["levels"].items()}, "overall": m["overall"]}
+
+
+def write_report(store: Store, run: str, out: Path, compare: str | None = None) -> Path:
+    """Write the report of `run` (and `compare` beside it) into the folder `out`; returns report.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    a = summarize_run(store, run)
+    b = summarize_run(store, compare) if compare else None
+    params = store.require_run(run)
+    lines = [f"# Benchmark report: {run}" + (f" vs {compare}" if compare else ""), ""]
+    lines += [f"- task set: `{params['taskset']}` ({len(params['tasks'])} tasks)",
+              f"- solutions: `{params['solutions']}`",
+              f"- device: {params['device']}, policy: {params['policy']}",
+              f"- verdicts stored: {len(a.records)}"
+              + (f" (evaluator {', '.join(sorted({r.version for r in a.records}))})" if a.records else ""), ""]
+    lines += ["Rates are over all tasks (a task without a solution, or whose solution failed, is not correct). "
+              "Faster means correct and more than 5% faster. Geometric means: over correct tasks / over all "
+              "tasks with a failure counted as 1.0x.", ""]
+    if b is None:
+        lines += ["## Metrics (best of samples)" if len(a.samples) > 1 else "## Metrics", ""]
+        lines += metrics_table(_groups(a.best))
+        if len(a.samples) > 1:
+            lines += ["", "## Per sample (overall)", ""]
+            lines += metrics_table({f"sample {s}": m["overall"] for s, m in a.samples.items()}, first="sample")
+    else:
+        lines += ["## Metrics side by side", ""]
+        rows = {}
+        for key, m in _groups(a.best).items():
+            rows[f"{key}: {run}"] = m
+            other = _groups(b.best).get(key)
+            if other:
+                rows[f"{key}: {compare}"] = other
+        lines += metrics_table(rows, first="level: run")
+        lines += ["", "## Tasks whose verdict changed", ""] + _changes(a, b, run, compare)
+    lines += ["", "## fast_p (share of all tasks correct and more than p times faster)", "",
+              "| run | baseline | " + " | ".join(f"p={p:g}" for p in FAST_P) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in FAST_P) + " |"]
+    for label, s in [(run, a)] + ([(compare, b)] if b else []):
+        for base in BASELINES:
+            curve = s.best["overall"][f"fast_p_{base}"]
+            lines.append(f"| {label} | {base} | " + " | ".join(_pct(v) for v in curve.values()) + " |")
+    lines += ["", "![speedup distribution](speedups.png)", "", "![fast_p curves](fast_p.png)", "",
+              "![failures](failures.png)", "", "## Failures by reason", ""]
+    lines += ["| reason | count |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in a.reasons.items()]
+    lines += ["", "## Tasks", "", "| task | samples | correct | vs eager | vs compile | reasons |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in a.per_task:
+        lines.append(f"| {t['task']} | {t['samples']} | {'yes' if t['correct'] else 'no'} | "
+                     f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {', '.join(t['reasons']) or '-'} |")
+    _plot_speedups(a, out / "speedups.png")
+    _plot_fast_p([(run, a)] + ([(compare, b)] if b else []), out / "fast_p.png")
+    _plot_failures(a, out / "failures.png")
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _changes(a: Summary, b: Summary, run: str, compare: str) -> list[str]:
+    other = {t["task"]: t for t in b.per_task}
+    lines = [f"| task | {run} | {compare} |", "| --- | --- | --- |"]
+    n = 0
+    for t in a.per_task:
+        o = other.get(t["task"])
+        if o is None:
+            continue
+        if t["correct"] != o["correct"] or _moved(t["speedup_eager"], o["speedup_eager"]):
+            lines.append(f"| {t['task']} | {_verdict(t)} | {_verdict(o)} |")
+            n += 1
+    return lines if n else ["No task changed its verdict or its speedup over eager by more than 5%."]
+
+
+def _moved(x: float | None, y: float | None) -> bool:
+    if x is None or y is None:
+        return (x is None) != (y is None)
+    return abs(math.log(x / y)) > math.log(1.05)
+
+
+def _verdict(t: dict[str, Any]) -> str:
+    return f"correct, {_x(t['speedup_eager'])} eager" if t["correct"] else ", ".join(t["reasons"]) or "not correct"
+
+
+# -- plots ------------------------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot_speedups(s: Summary, path: Path) -> None:
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+
+    levels = sorted({t["level"] for t in s.per_task}, key=lambda lv: (lv is None, lv or 0))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, base in zip(axes, BASELINES):
+        data = [[t[f"speedup_{base}"] for t in s.per_task
+                 if t["level"] == lv and t["correct"] and t[f"speedup_{base}"]] for lv in levels]
+        labels = [f"level {lv}" if lv is not None else "no level" for lv in levels]
+        for i, ys in enumerate(data):
+            ax.scatter([i + 1] * len(ys), ys, alpha=0.6, s=18)
+        if any(data):
+            ax.boxplot([d if d else [float("nan")] for d in data], widths=0.5, showfliers=False)
+        ax.set_xticks(range(1, len(levels) + 1), labels)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_yscale("log")
+        ticks = FuncFormatter(lambda v, _: f"{v:g}x")
+        ax.yaxis.set_major_formatter(ticks)
+        ax.yaxis.set_minor_formatter(ticks)
+        ax.set_title(f"speedup vs {base} (correct tasks)")
+    axes[0].set_ylabel("speedup (log scale)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_fast_p(runs: list[tuple[str, Summary]], path: Path) -> None:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, base in zip(axes, BASELINES):
+        for label, s in runs:
+            top = max([getattr(o, f"speedup_{base}") or 0 for o in s.outcomes] + [2.0])
+            ps = [top * i / 200 for i in range(201)]
+            curve = fast_p(s.outcomes, base, ps)
+            ax.plot(ps, list(curve.values()), label=label)
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("p (speedup threshold)")
+        ax.set_title(f"fast_p vs {base}")
+        ax.set_ylim(0, 1.02)
+        ax.legend()
+    axes[0].set_ylabel("share of all tasks")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_failures(s: Summary, path: Path) -> None:
+    plt = _pyplot()
+    items = list(s.reasons.items())
+    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.4 * len(items) + 1)))
+    if items:
+        ax.barh([k for k, _ in items][::-1], [v for _, v in items][::-1], color="tab:red")
+        ax.set_xlabel("verdicts")
+    else:
+        ax.text(0.5, 0.5, "no failures", ha="center", va="center")
+        ax.set_axis_off()
+    ax.set_title("reasons for failure")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

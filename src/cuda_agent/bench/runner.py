@@ -1,0 +1,143 @@
+"""A benchmark run: evaluate every (task, sample) of a task set through the evaluator pool, storing each
+verdict as it arrives, skipping those already stored (resume) unless asked to rescore; and the
+outcomes the metrics are computed from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent import __version__
+from cuda_agent.bench.metrics import Outcome, best_of, metrics
+from cuda_agent.bench.solutions import Solution
+from cuda_agent.bench.store import Record, Store
+from cuda_agent.errors import CandidateError
+from cuda_agent.evaluate import Candidate, Code, EvalConfig, EvalResult, load_candidate
+from cuda_agent.evaluate.baselines import PROTOCOL
+from cuda_agent.evaluate.evaluator import EvaluatorBase
+from cuda_agent.tasks import Task
+
+VERSION = f"{__version__}+timing{PROTOCOL}"  # stored with every verdict: which evaluator gave it
+NO_SOLUTION = "no_solution"  # the reason counted for a task that has no candidate at all
+
+
+def candidate_sha(c: Candidate) -> str:
+    body = json.dumps({"model_new": c.model_new, "kernels": c.kernels}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def run_params(taskset: str, tasks: list[Task], solutions: str, device: str, config: EvalConfig) -> dict[str, Any]:
+    """What a run is: a resume must match it (store.open_run)."""
+    return {"taskset": taskset, "solutions": solutions, "device": device, "policy": config.policy,
+            "tasks": [[t.id, t.level] for t in tasks], "config": config.to_json()}
+
+
+@dataclass
+class Progress:
+    """Callbacks for a progress display: `start(total)`, then `advance(solution, result)` per verdict."""
+
+    start: Callable[[int], None] = lambda total: None
+    advance: Callable[[Solution, EvalResult], None] = lambda sol, res: None
+
+
+def run(store: Store, name: str, solutions: list[Solution], evaluator: EvaluatorBase,
+        rescore: bool = False, progress: Progress | None = None) -> int:
+    """Evaluate the solutions of run `name` not yet stored (all of them with `rescore`); returns
+    how many were evaluated. Each verdict is committed as it arrives; on an interrupt the queued
+    evaluations are dropped and what was stored stays."""
+    progress = progress or Progress()
+    done = set() if rescore else store.done(name)
+    pending = [s for s in solutions if (s.task.id, s.sample) not in done]
+    progress.start(len(pending))
+    futures: dict[Future, tuple[Solution, str]] = {}
+    for sol in pending:
+        try:
+            cand = load_candidate(sol.path)
+        except CandidateError as exc:  # a broken solution is a verdict, not the end of the run
+            res = EvalResult(task=sol.task.id, candidate=str(sol.path))
+            res.add(Code.LOAD_ERROR, str(exc))
+            _put(store, name, sol, "", res)
+            progress.advance(sol, res)
+            continue
+        futures[evaluator.submit(sol.task, cand)] = (sol, candidate_sha(cand))
+    evaluated = len(pending) - len(futures)
+    try:
+        for fut in as_completed(futures):
+            sol, sha = futures[fut]
+            res = fut.result()
+            _put(store, name, sol, sha, res)
+            evaluated += 1
+            progress.advance(sol, res)
+    finally:
+        for fut in futures:
+            fut.cancel()  # an interrupt: queued evaluations go, running ones finish or are killed
+    return evaluated
+
+
+def _put(store: Store, name: str, sol: Solution, sha: str, res: EvalResult) -> None:
+    store.put(name, sol.task.id, sol.sample, sol.task.level, str(sol.path), sha, res, VERSION)
+
+
+# -- from stored verdicts to metrics --------------------------------------------------------------
+
+def outcome(task: str, level: int | None, res: EvalResult | None) -> Outcome:
+    if res is None:
+        return Outcome(task, level, False)
+    return Outcome(task, level, res.correct, res.speedup_eager, res.speedup_compile)
+
+
+@dataclass
+class Summary:
+    """A run's metrics: best-of-samples, each sample's, and failure reasons by count."""
+
+    best: dict[str, Any]
+    outcomes: list[Outcome]  # best of samples, one per task of the task set
+    samples: dict[int, dict[str, Any]]
+    reasons: dict[str, int]
+    per_task: list[dict[str, Any]]
+    records: list[Record]
+
+    def to_json(self) -> dict[str, Any]:
+        d = dict(self.best)
+        if len(self.samples) > 1:
+            d["samples"] = {str(k): v for k, v in self.samples.items()}
+        d["reasons"] = self.reasons
+        return d
+
+
+def summarize_run(store: Store, name: str) -> Summary:
+    params = store.require_run(name)
+    tasks = [(t, lv) for t, lv in params["tasks"]]
+    records = list(store.records(name))
+    by_task: dict[str, dict[int, EvalResult]] = {}
+    for r in records:
+        by_task.setdefault(r.task, {})[r.sample] = r.result
+    sample_ids = sorted({r.sample for r in records}) or [0]
+    best = [best_of([outcome(t, lv, res) for res in by_task.get(t, {}).values()] or [outcome(t, lv, None)])
+            for t, lv in tasks]
+    samples = {s: metrics([outcome(t, lv, by_task.get(t, {}).get(s)) for t, lv in tasks]) for s in sample_ids}
+    reasons: dict[str, int] = {}
+    per_task = []
+    for (t, lv), b in zip(tasks, best):
+        results = by_task.get(t, {})
+        if not results:
+            reasons[NO_SOLUTION] = reasons.get(NO_SOLUTION, 0) + 1
+        for res in results.values():
+            if not res.correct:
+                code = res.failures[0].code.value if res.failures else "not_correct"
+                reasons[code] = reasons.get(code, 0) + 1
+        per_task.append({"task": t, "level": lv, "correct": b.correct, "samples": len(results),
+                         "speedup_eager": b.speedup_eager, "speedup_compile": b.speedup_compile,
+                         "reasons": sorted({f.code.value for res in results.values() for f in res.failures})
+                         or ([NO_SOLUTION] if not results else [])})
+    return Summary(metrics(best), best, samples, dict(sorted(reasons.items(), key=lambda kv: -kv[1])), per_task, records)
+
+
+def default_run_name(taskset: str, solutions: str | None, device: str) -> str:
+    base = Path(solutions).name if solutions else Path(taskset).name
+    return f"{base or 'run'}-{device}"

@@ -1,0 +1,184 @@
+"""`cuda-agent bench` and `report`: the metric arithmetic on constructed outcomes, matching solutions
+in both layouts, the run store (resume after a kill, parameters checked), and the report's files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.bench.metrics import Outcome, best_of, metrics
+from cuda_agent.bench.solutions import find_solutions
+from cuda_agent.bench.store import Store
+from cuda_agent.errors import UsageError
+from cuda_agent.tasks import load_kernelbench
+
+DATA = Path(__file__).parent / "data"
+TASK = (DATA / "relu_bias_task.py").read_text()
+RIGHT = (DATA / "relu_bias_model_new.py").read_text()
+
+
+def test_metrics_arithmetic():
+    outs = [Outcome("A", 1, True, 2.0, 1.5), Outcome("B", 1, True, 0.5, None), Outcome("C", 1, False),
+            Outcome("D", 2, True, 1.04, 0.8), Outcome("E", 2, True, 4.0, 2.0)]
+    m = metrics(outs)
+    l1, l2, al = m["levels"]["1"], m["levels"]["2"], m["overall"]
+    assert list(m["levels"]) == ["1", "2"]
+    assert (l1["tasks"], l1["correct"]) == (3, 2) and l1["pass_rate"] == pytest.approx(2 / 3)
+    assert l1["faster_eager_rate"] == pytest.approx(1 / 3) and l1["faster_compile_rate"] == pytest.approx(1 / 3)
+    assert l1["geomean_eager"] == pytest.approx(1.0) and l1["geomean_eager_all"] == pytest.approx(1.0)
+    assert l1["geomean_compile"] == pytest.approx(1.5)  # B has no compile speedup: left out
+    assert l1["geomean_compile_all"] == pytest.approx(1.5 ** (1 / 3))  # B and C count as 1.0x
+    assert l2["pass_rate"] == 1.0 and l2["faster_eager_rate"] == 0.5  # 1.04x is not "more than 5%"
+    assert l2["geomean_eager"] == pytest.approx(math.sqrt(4.16)) and l2["geomean_compile"] == pytest.approx(math.sqrt(1.6))
+    assert al["tasks"] == 5 and al["pass_rate"] == pytest.approx(0.8)
+    assert al["faster_eager_rate"] == pytest.approx(0.4) and al["faster_compile_rate"] == pytest.approx(0.4)
+    assert al["geomean_eager"] == pytest.approx(4.16 ** (1 / 4))
+    assert al["geomean_eager_all"] == pytest.approx(4.16 ** (1 / 5))
+    fp = al["fast_p_eager"]
+    assert fp["0"] == pytest.approx(0.8) and fp["1"] == pytest.approx(0.6) and fp["1.05"] == pytest.approx(0.4)
+    assert fp["3"] == pytest.approx(0.2) and fp["5"] == 0.0
+    assert al["fast_p_compile"]["1"] == pytest.approx(0.4)
+    assert metrics([])["overall"]["tasks"] == 0
+
+
+def test_best_of_samples_per_baseline():
+    best = best_of([Outcome("t", 1, True, 1.2, None), Outcome("t", 1, False, 5.0, 5.0),
+                    Outcome("t", 1, True, 0.9, 1.3)])
+    assert best.correct and best.speedup_eager == 1.2 and best.speedup_compile == 1.3  # failed sample ignored
+    assert not best_of([Outcome("t", 1, False), Outcome("t", 1, False)]).correct
+
+
+def _kernelbench(root: Path) -> Path:
+    for rel in ("level1/1_ReluBias.py", "level1/2_TanhBias.py", "level2/1_ReluBias2.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(TASK.replace("torch.relu", "torch.tanh") if "Tanh" in rel else TASK)
+    return root
+
+
+def test_solutions_in_both_layouts(tmp_path):
+    tasks = load_kernelbench(_kernelbench(tmp_path / "kb"))
+    sols = tmp_path / "sols"
+    (sols / "level1").mkdir(parents=True)
+    (sols / "level1" / "1_ReluBias.py").write_text(RIGHT)  # ours, by task id
+    (sols / "1_ReluBias2" / "kernels").mkdir(parents=True)  # ours, a workspace named after the task
+    (sols / "1_ReluBias2" / "model_new.py").write_text(RIGHT)
+    (sols / "level_1_problem_1_sample_0_kernel.py").write_text(RIGHT)  # KernelBench's, takes sample 0
+    (sols / "level_1_problem_2_sample_4_kernel.py").write_text(RIGHT)
+    (sols / "level_3_problem_9_sample_0_kernel.py").write_text(RIGHT)  # no such task
+    (sols / "notes.py").write_text("")
+    found = find_solutions(sols, tasks)
+    got = {(s.task.id, s.sample): s.path.relative_to(sols).as_posix() for s in found.solutions}
+    assert got == {("level1/1_ReluBias", 0): "level_1_problem_1_sample_0_kernel.py",
+                   ("level1/1_ReluBias", 1): "level1/1_ReluBias.py",
+                   ("level1/2_TanhBias", 4): "level_1_problem_2_sample_4_kernel.py",
+                   ("level2/1_ReluBias2", 0): "1_ReluBias2"}
+    assert sorted(p.name for p in found.unmatched) == ["level_3_problem_9_sample_0_kernel.py", "notes.py"]
+    with pytest.raises(UsageError, match="does not exist"):
+        find_solutions(tmp_path / "nowhere", tasks)
+
+
+def test_store_refuses_a_resume_with_other_arguments(tmp_path):
+    with Store(tmp_path / "b.sqlite") as store:
+        params = {"taskset": "kb", "solutions": "s", "device": "cpu", "policy": "strict", "tasks": [["a", 1]]}
+        assert store.open_run("r", params) is False
+        assert store.open_run("r", params) is True  # the same arguments: a resume
+        with pytest.raises(UsageError, match="another device"):
+            store.open_run("r", {**params, "device": "cuda"})
+        with pytest.raises(UsageError, match="no run named 'x'"):
+            store.require_run("x")
+    (tmp_path / "junk.sqlite").write_text("not a database " * 100)
+    with pytest.raises(UsageError, match="not a cuda-agent run store"):
+        Store(tmp_path / "junk.sqlite")
+
+
+def _bench(tmp_path: Path, sols: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "cuda_agent", "bench", str(tmp_path / "kb"), "--solutions", str(sols),
+            "--device", "cpu", "--policy", "kernelbench", "--no-compile-baseline", "--trials", "2",
+            "--stress-trials", "0", "--jobs", "1", "--out", str(tmp_path / "runs"),
+            "--cache-dir", str(tmp_path / "cache"), *extra]
+
+
+def test_bench_resumes_after_a_kill_and_reports(tmp_path):
+    _kernelbench(tmp_path / "kb")
+    sols = tmp_path / "sols"
+    sols.mkdir()
+    (sols / "level_1_problem_1_sample_0_kernel.py").write_text(RIGHT)
+    (sols / "level_1_problem_1_sample_1_kernel.py").write_text(RIGHT.replace("x + self.bias", "x - self.bias"))
+    (sols / "level_1_problem_2_sample_0_kernel.py").write_text(RIGHT.replace("torch.relu", "torch.tanh"))
+    (sols / "level_2_problem_1_sample_0_kernel.py").write_text("this is not python (")
+    db = tmp_path / "runs" / "bench.sqlite"
+
+    # killed once the first verdict is stored
+    p = subprocess.Popen(_bench(tmp_path, sols, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    stored, end = 0, time.monotonic() + 300
+    while time.monotonic() < end and p.poll() is None:
+        if db.exists():
+            with sqlite3.connect(db) as con:
+                stored = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+            if stored:
+                break
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert 1 <= stored < 4, "the run should have been killed half-way"
+
+    done = subprocess.run(_bench(tmp_path, sols, "--json"), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    obj = json.loads(done.stdout)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 4
+    assert obj["evaluated"] == 4 - stored  # only what the killed run had not stored
+    assert obj["run"] == "sols-cpu"
+    lv1, lv2, al = obj["levels"]["1"], obj["levels"]["2"], obj["overall"]
+    assert (lv1["tasks"], lv1["correct"], lv1["pass_rate"]) == (2, 2, 1.0)  # task 1 by its right sample
+    assert (lv2["tasks"], lv2["correct"]) == (1, 0)
+    assert al["tasks"] == 3 and al["pass_rate"] == pytest.approx(2 / 3)
+    for key in ("faster_eager_rate", "faster_compile_rate", "geomean_eager", "geomean_compile",
+                "geomean_eager_all", "geomean_compile_all"):
+        assert key in al
+    assert al["faster_compile_rate"] == 0 and al["geomean_compile"] is None  # no compile baseline
+    assert al["geomean_eager"] > 0
+    assert obj["samples"]["1"]["overall"]["correct"] == 0  # the wrong sample, on its own
+    assert obj["reasons"] == {"output_mismatch": 1, "load_error": 1}  # the wrong sample, the syntax error
+
+    report = Path(obj["report"])
+    text = report.read_text()
+    assert "| overall | 3 | 66.7% |" in text and "level2/1_ReluBias2" in text
+    for png in ("speedups.png", "fast_p.png", "failures.png"):
+        assert (report.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the same arguments again: nothing left to do; other arguments under the same name: refused
+    again = json.loads(subprocess.run(_bench(tmp_path, sols, "--json"), capture_output=True, text=True,
+                                      timeout=300).stdout)
+    assert again["evaluated"] == 0 and again["overall"] == obj["overall"]
+    other = subprocess.run(_bench(tmp_path, sols, "--policy", "strict"), capture_output=True, text=True)
+    assert other.returncode == 2 and "--run NEW_NAME" in other.stderr
+
+    # a second run with task 2 broken, compared side by side
+    sols2 = tmp_path / "sols2"
+    sols2.mkdir()
+    (sols2 / "level_1_problem_1_sample_0_kernel.py").write_text(RIGHT)
+    (sols2 / "level_1_problem_2_sample_0_kernel.py").write_text(RIGHT)  # relu for a tanh task: wrong
+    second = subprocess.run(_bench(tmp_path, sols2, "--run", "second", "--no-report"), capture_output=True,
+                            text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "overall" in second.stdout and "failures: " in second.stdout
+    cmp = subprocess.run([sys.executable, "-m", "cuda_agent", "report", "sols-cpu", "--compare", "second",
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    text = Path(cmp.stdout.strip()).read_text()
+    assert "| overall: sols-cpu | 3 |" in text and "| overall: second | 3 |" in text
+    assert "| level1/2_TanhBias | correct," in text and "output_mismatch" in text
+    missing = subprocess.run([sys.executable, "-m", "cuda_agent", "report", "nope", "--out", str(tmp_path / "runs")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
