@@ -390,12 +390,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _print_metrics(summary, title: str) -> None:
     from rich.table import Table
 
+    from cuda_agent.bench.report import metric_groups
+
     table = Table(title=title, title_justify="left")
     for col in ("level", "tasks", "correct", "faster than eager", "faster than compile",
                 "geomean eager (correct / all)", "geomean compile (correct / all)"):
         table.add_column(col)
-    groups = {f"level {k}" if k != "other" else "other": v for k, v in summary.best["levels"].items()}
-    for label, m in {**groups, "overall": summary.best["overall"]}.items():
+    for label, m in metric_groups(summary.best).items():
         table.add_row(label, str(m["tasks"]), f"{100 * m['pass_rate']:.1f}%", f"{100 * m['faster_eager_rate']:.1f}%",
                       f"{100 * m['faster_compile_rate']:.1f}%",
                       f"{_fmt_x(m['geomean_eager'])} / {_fmt_x(m['geomean_eager_all'])}",

@@ -38,8 +38,10 @@ def metrics_table(groups: dict[str, dict[str, Any]], first: str = "level") -> li
     return lines
 
 
-def _groups(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {**{f"level {k}" if k != "other" else "other": v for k, v in m["levels"].items()}, "overall": m["overall"]}
+def metric_groups(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{"level 1": ..., "no level": ..., "overall": ...}: the rows of a metrics table, labelled."""
+    return {**{f"level {k}" if k != "other" else "no level": v for k, v in m["levels"].items()},
+            "overall": m["overall"]}
 
 
 def write_report(store: Store, run: str, out: Path, compare: str | None = None) -> Path:
@@ -59,16 +61,16 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
               "tasks with a failure counted as 1.0x.", ""]
     if b is None:
         lines += ["## Metrics (best of samples)" if len(a.samples) > 1 else "## Metrics", ""]
-        lines += metrics_table(_groups(a.best))
+        lines += metrics_table(metric_groups(a.best))
         if len(a.samples) > 1:
             lines += ["", "## Per sample (overall)", ""]
             lines += metrics_table({f"sample {s}": m["overall"] for s, m in a.samples.items()}, first="sample")
     else:
         lines += ["## Metrics side by side", ""]
         rows = {}
-        for key, m in _groups(a.best).items():
+        for key, m in metric_groups(a.best).items():
             rows[f"{key}: {run}"] = m
-            other = _groups(b.best).get(key)
+            other = metric_groups(b.best).get(key)
             if other:
                 rows[f"{key}: {compare}"] = other
         lines += metrics_table(rows, first="level: run")
