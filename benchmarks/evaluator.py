@@ -39,6 +39,9 @@ from cuda_agent.examples import list_examples
 from cuda_agent.tasks import load_task
 
 
+STEPS = {"build", "latency", "stability", "throughput"}
+
+
 def candidates(device: str, solutions: str | None, kernelbench: str | None) -> list[tuple[str, object, object]]:
     out = []
     for ex in list_examples():
@@ -64,34 +67,46 @@ def main() -> int:
     p.add_argument("--solutions", default=None)
     p.add_argument("--kernelbench", default=None)
     p.add_argument("--policy", default="kernelbench")
+    p.add_argument("--timing-budget", type=float, default=None, help="EvalConfig.timing_budget_s (default: its own)")
+    p.add_argument("--min-iters", type=int, default=None, help="EvalConfig.min_iters (default: its own)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here (after every step)")
+    p.add_argument("--steps", default=",".join(sorted(STEPS)),
+                   help="which measurements, comma-separated (default: all); the caches are always filled first")
     args = p.parse_args()
     device = resolve_device(args.device)
     cache = Path(tempfile.mkdtemp(prefix="cuda-agent-bench-"))
-    cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy)
+    extra = {k: v for k, v in (("timing_budget_s", args.timing_budget), ("min_iters", args.min_iters)) if v is not None}
+    cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy, **extra)
     cands = candidates(device, args.solutions, args.kernelbench)
     console = Console(stderr=True)
-    figures: dict = {"device": device, "candidates": len(cands)}
+    figures: dict = {"device": device, "candidates": len(cands), "config": cfg.to_json()}
 
     def save() -> None:
         if args.json:
             args.json.write_text(json.dumps(figures, indent=1))
 
+    steps = set(args.steps.split(","))
+    unknown = steps - STEPS
+    if unknown:
+        p.error(f"--steps: unknown {sorted(unknown)}; choose from {sorted(STEPS)}")
+
     # 1. cold build and cache hit of one workspace
-    ws = next(c for name, _, c in cands if name.endswith("/workspace") and c.compiled_sources)
-    arch = cuda_arch() if device == "cuda" else None
-    for label in ("cold_build_s", "cache_hit_s"):
-        t0 = time.monotonic()
-        built = build_extension(ws, device, arch, cache / "build-bench", cfg.build_timeout_s)
-        figures[label] = time.monotonic() - t0
-        if built is None or not built.ok:
-            console.print(f"build failed:\n{built.log if built else 'no sources'}")
-            return 1
-    console.print(f"build: cold {figures['cold_build_s']:.1f} s, hit {figures['cache_hit_s'] * 1e3:.1f} ms")
-    save()
+    if "build" in steps:
+        ws = next(c for name, _, c in cands if name.endswith("/workspace") and c.compiled_sources)
+        arch = cuda_arch() if device == "cuda" else None
+        for label in ("cold_build_s", "cache_hit_s"):
+            t0 = time.monotonic()
+            built = build_extension(ws, device, arch, cache / "build-bench", cfg.build_timeout_s)
+            figures[label] = time.monotonic() - t0
+            if built is None or not built.ok:
+                console.print(f"build failed:\n{built.log if built else 'no sources'}")
+                return 1
+        console.print(f"build: cold {figures['cold_build_s']:.1f} s, hit {figures['cache_hit_s'] * 1e3:.1f} ms")
+        save()
 
     gpus = [str(g) for g in gpu_indices()] if device == "cuda" else [None]
     jobs = args.jobs_per_gpu
+    spread: dict[str, float] = {}
     with Evaluator(cfg, jobs=jobs * len(gpus), gpus=gpus if device == "cuda" else None) as ev:
         # 2. fill the caches
         t0 = time.monotonic()
@@ -102,102 +117,130 @@ def main() -> int:
         if bad:
             console.print(f"[red]not correct: {bad}[/]")
             figures["not_correct"] = bad
-        # 3. latency with everything cached, one at a time
-        walls, results = [], []
-        for name, t, c in cands:
-            t0 = time.monotonic()
-            results.append(ev.evaluate(t, c))
-            walls.append(time.monotonic() - t0)
-        figures["full_eval_median_s"] = statistics.median(walls)
-        figures["full_eval"] = {name: {"wall_s": round(w, 3), "phases_s": r.phases_s,
-                                       "samples": r.times_ms["candidate"].n if r.times_ms.get("candidate") else 0,
-                                       "baselines": (r.timing_check or {}).get("baselines", {}).get("source")}
-                                for (name, _, _), w, r in zip(cands, walls, results)}
-        phases = [r.phases_s for r in results]
-        figures["phases_median_s"] = {k: statistics.median(float(p.get(k, 0.0)) for p in phases)
-                                      for k in sorted({k for p in phases for k in p})}
-        console.print("median phases: " + " ".join(f"{k}={v:.2f}s" for k, v in figures["phases_median_s"].items()))
-        console.print("latency: " + " ".join(f"{n}={w:.2f}s" for (n, _, _), w in zip(cands, walls)))
-        save()
-        # 5. stability, on the correct candidates whose task takes 0.1 ms or more in eager (the
-        # target's scope), the slowest tasks first
-        eager = {name: (r.times_ms["eager"].median if r.times_ms.get("eager") else 0.0)
-                 for (name, _, _), r in zip(cands, first) if r.correct}
-        scoped = sorted((x for x in cands if eager.get(x[0], 0.0) >= 0.1), key=lambda x: -eager[x[0]])
-        spread: dict[str, float] = {}
-        for name, t, c in scoped[: args.stability_candidates]:
-            rs = [ev.evaluate(t, c) for _ in range(args.repeat)]
-            speedups = [r.speedup_eager or 0.0 for r in rs]
-            spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
-            figures.setdefault("stability_candidate_ms", {})[name] = [
-                r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]
-            console.print(f"stability {name} (eager {eager[name]:.3f} ms): "
-                          + " ".join(f"{s:.4f}" for s in speedups))
-        figures["stability"] = spread
-        figures["stability_max_over_min"] = max(spread.values(), default=float("nan"))
-        save()
-        if args.compare_uncached:  # drift or noise? baselines interleaved with the candidate
-            plain = dataclasses.replace(cfg, baseline_cache=False, compile_baseline=False)
-            figures["stability_uncached"] = {}
-            for name, t, c in scoped[: args.stability_candidates]:
-                rs = [ev.evaluate(t, c, plain) for _ in range(args.repeat)]
-                sp = [r.speedup_eager or 0.0 for r in rs]
-                figures["stability_uncached"][name] = {
-                    "speedups": sp, "eager_ms": [r.times_ms["eager"].median for r in rs],
-                    "candidate_ms": [r.times_ms["candidate"].median for r in rs]}
-                console.print(f"uncached {name}: " + " ".join(f"{x:.4f}" for x in sp))
+        if "latency" in steps:
+            latency(ev, cands, figures, console)
+            save()
+        if "stability" in steps:
+            spread = stability(ev, cfg, cands, first, args, figures, console)
             save()
 
     # 4. throughput: one GPU, then all of them
-    batch = [(t, c) for _ in range(args.rounds) for _, t, c in cands]
-    for n_gpus in sorted({1, len(gpus)}):
-        use = gpus[:n_gpus]
-        with Evaluator(cfg, jobs=jobs * n_gpus, gpus=use if device == "cuda" else None) as ev:
-            ev.evaluate(*cands[0][1:])  # the pools warm up before the clock starts
-            t0 = time.monotonic()
-            loaded = ev.map(batch)
-            minutes = (time.monotonic() - t0) / 60
-            figures[f"evals_per_minute_{n_gpus}gpu"] = len(batch) / minutes
-            # the same candidates' speedups while other evaluations share the GPU (max/min)
-            by_name: dict[str, list[float]] = {}
-            for (name, _, _), r in zip([x for _ in range(args.rounds) for x in cands], loaded):
-                if name in spread and r.speedup_eager:
-                    by_name.setdefault(name, []).append(r.speedup_eager)
-            figures[f"stability_under_load_{n_gpus}gpu"] = {k: max(v) / min(v) for k, v in by_name.items()}
-            figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
-            figures[f"phases_under_load_{n_gpus}gpu"] = {
-                k: statistics.median(float(r.phases_s.get(k, 0.0)) for r in loaded)
-                for k in sorted({k for r in loaded for k in r.phases_s})}
-            figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
-        console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min")
+    if "throughput" in steps:
+        for n_gpus in sorted({1, len(gpus)}):
+            throughput(cfg, cands, gpus[:n_gpus] if device == "cuda" else None, jobs, args.rounds, spread,
+                       figures, console)
+            save()
+        if len(gpus) > 1:
+            figures["scaling"] = figures[f"evals_per_minute_{len(gpus)}gpu"] / figures["evals_per_minute_1gpu"]
         save()
-    figures["evals_per_gpu_minute"] = figures["evals_per_minute_1gpu"]
-    if len(gpus) > 1:
-        figures["scaling"] = figures[f"evals_per_minute_{len(gpus)}gpu"] / figures["evals_per_minute_1gpu"]
-    save()
 
     where = f"{len(gpus)} GPU(s)" if device == "cuda" else "CPU backend"
     table = Table(title=f"evaluator on {device} ({where}, {len(cands)} candidates)", title_justify="left")
     for col in ("measure", "value", "target"):
         table.add_column(col)
-    table.add_row("cold build of one workspace", f"{figures['cold_build_s']:.1f} s", "<= 20 s")
-    table.add_row("build cache hit", f"{figures['cache_hit_s'] * 1e3:.0f} ms", "<= 200 ms")
-    table.add_row("full evaluation, all cached (median)", f"{figures['full_eval_median_s']:.2f} s", "<= 2 s")
-    table.add_row(f"throughput, 1 GPU ({args.rounds} x {len(cands)}, {jobs} at a time)",
-                  f"{figures['evals_per_gpu_minute']:.1f} / GPU-min", ">= 30 / GPU-min")
-    if "scaling" in figures:
-        table.add_row(f"throughput, {len(gpus)} GPUs ({jobs * len(gpus)} at a time)",
-                      f"{figures[f'evals_per_minute_{len(gpus)}gpu']:.1f} / min = {figures['scaling']:.2f}x",
-                      ">= 1.8x on 2 GPUs")
-    table.add_row(f"stability ({args.repeat} x {len(spread)} tasks >= 0.1 ms, worst)",
-                  f"{(figures['stability_max_over_min'] - 1) * 100:.2f} % (max/min - 1)", "<= 1 %")
-    load = figures.get("stability_under_load_1gpu") or {}
-    if load:
-        table.add_row(f"stability under load ({args.rounds} x, {jobs} at a time, worst)",
-                      f"{(max(load.values()) - 1) * 100:.2f} % (max/min - 1)", "")
-    table.add_row("workers handed out warm (last throughput run)", f"{figures['warm_workers'] * 100:.0f} %", "")
+
+    def row(label: str, key: str, fmt, target: str) -> None:
+        if figures.get(key) is not None:
+            table.add_row(label, fmt(figures[key]), target)
+
+    row("cold build of one workspace", "cold_build_s", lambda v: f"{v:.1f} s", "<= 20 s")
+    row("build cache hit", "cache_hit_s", lambda v: f"{v * 1e3:.0f} ms", "<= 200 ms")
+    row("full evaluation, all cached (median)", "full_eval_median_s", lambda v: f"{v:.2f} s", "<= 2 s")
+    row(f"throughput, 1 GPU ({args.rounds} x {len(cands)}, {jobs} at a time)", "evals_per_minute_1gpu",
+        lambda v: f"{v:.1f} / GPU-min", ">= 30 / GPU-min")
+    row(f"throughput, {len(gpus)} GPUs ({jobs * len(gpus)} at a time), vs 1 GPU", "scaling",
+        lambda v: f"{figures[f'evals_per_minute_{len(gpus)}gpu']:.1f} / min = {v:.2f}x", ">= 1.8x on 2 GPUs")
+    row(f"stability ({args.repeat} x {len(spread)} tasks >= 0.1 ms, worst)", "stability_max_over_min",
+        lambda v: f"{(v - 1) * 100:.2f} % (max/min - 1)", "<= 1 %")
+    row("the same, eager interleaved in each evaluation", "stability_uncached_max_over_min",
+        lambda v: f"{(v - 1) * 100:.2f} % (max/min - 1)", "")
+    row(f"stability under load ({args.rounds} x, {jobs} at a time, worst)", "stability_under_load_worst",
+        lambda v: f"{(v - 1) * 100:.2f} % (max/min - 1)", "")
+    row("workers handed out warm (last throughput run)", "warm_workers", lambda v: f"{v * 100:.0f} %", "")
     Console().print(table)
     return 0
+
+
+def latency(ev, cands, figures, console) -> None:
+    """3. Each candidate once more, one at a time, everything cached: wall time and phases."""
+    walls, results = [], []
+    for name, t, c in cands:
+        t0 = time.monotonic()
+        results.append(ev.evaluate(t, c))
+        walls.append(time.monotonic() - t0)
+    figures["full_eval_median_s"] = statistics.median(walls)
+    figures["full_eval"] = {name: {"wall_s": round(w, 3), "phases_s": r.phases_s,
+                                   "samples": r.times_ms["candidate"].n if r.times_ms.get("candidate") else 0,
+                                   "baselines": (r.timing_check or {}).get("baselines", {}).get("source")}
+                            for (name, _, _), w, r in zip(cands, walls, results)}
+    figures["phases_median_s"] = _median_phases(results)
+    console.print("median phases: " + " ".join(f"{k}={v:.2f}s" for k, v in figures["phases_median_s"].items()))
+    console.print("latency: " + " ".join(f"{n}={w:.2f}s" for (n, _, _), w in zip(cands, walls)))
+
+
+def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]:
+    """5. The correct candidates whose task takes 0.1 ms or more in eager (the target's scope), the
+    slowest tasks first, each --repeat times: max/min of the speedup over eager. With
+    --compare-uncached, again with the eager baseline interleaved in every evaluation (drift or
+    noise?)."""
+    eager = {name: (r.times_ms["eager"].median if r.times_ms.get("eager") else 0.0)
+             for (name, _, _), r in zip(cands, first) if r.correct}
+    scoped = sorted((x for x in cands if eager.get(x[0], 0.0) >= 0.1), key=lambda x: -eager[x[0]])
+    scoped = scoped[: args.stability_candidates]
+    spread: dict[str, float] = {}
+    for name, t, c in scoped:
+        rs = [ev.evaluate(t, c) for _ in range(args.repeat)]
+        speedups = [r.speedup_eager or 0.0 for r in rs]
+        spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
+        figures.setdefault("stability_candidate_ms", {})[name] = [
+            r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]
+        console.print(f"stability {name} (eager {eager[name]:.3f} ms): " + " ".join(f"{s:.4f}" for s in speedups))
+    figures["stability"] = spread
+    figures["stability_max_over_min"] = max(spread.values(), default=None)
+    if args.compare_uncached:
+        plain = dataclasses.replace(cfg, baseline_cache=False, compile_baseline=False)
+        figures["stability_uncached"] = {}
+        for name, t, c in scoped:
+            rs = [ev.evaluate(t, c, plain) for _ in range(args.repeat)]
+            sp = [r.speedup_eager or 0.0 for r in rs]
+            figures["stability_uncached"][name] = {
+                "max_over_min": max(sp) / min(sp) if min(sp) > 0 else float("inf"), "speedups": sp,
+                "eager_ms": [r.times_ms["eager"].median if r.times_ms.get("eager") else None for r in rs],
+                "candidate_ms": [r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]}
+            console.print(f"uncached {name}: " + " ".join(f"{x:.4f}" for x in sp))
+        figures["stability_uncached_max_over_min"] = max(
+            (v["max_over_min"] for v in figures["stability_uncached"].values()), default=None)
+    return spread
+
+
+def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None:
+    """4. Every candidate `rounds` times through an Evaluator on `gpus`, `jobs` per GPU at a time."""
+    n_gpus = len(gpus) if gpus else 1
+    batch = [(t, c) for _ in range(rounds) for _, t, c in cands]
+    with Evaluator(cfg, jobs=jobs * n_gpus, gpus=gpus) as ev:
+        ev.evaluate(*cands[0][1:])  # the pools warm up before the clock starts
+        t0 = time.monotonic()
+        loaded = ev.map(batch)
+        minutes = (time.monotonic() - t0) / 60
+        figures[f"evals_per_minute_{n_gpus}gpu"] = len(batch) / minutes
+        # the same candidates' speedups while other evaluations share the GPU (max/min)
+        by_name: dict[str, list[float]] = {}
+        for (name, _, _), r in zip([x for _ in range(rounds) for x in cands], loaded):
+            if name in spread and r.speedup_eager:
+                by_name.setdefault(name, []).append(r.speedup_eager)
+        under = {k: max(v) / min(v) for k, v in by_name.items()}
+        figures[f"stability_under_load_{n_gpus}gpu"] = under
+        if n_gpus == 1 and under:
+            figures["stability_under_load_worst"] = max(under.values())
+        figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
+        figures[f"phases_under_load_{n_gpus}gpu"] = _median_phases(loaded)
+        figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
+    console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min")
+
+
+def _median_phases(results) -> dict[str, float]:
+    phases = [r.phases_s for r in results]
+    return {k: statistics.median(float(p.get(k, 0.0)) for p in phases) for k in sorted({k for p in phases for k in p})}
 
 
 if __name__ == "__main__":
