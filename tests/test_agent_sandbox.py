@@ -1,0 +1,110 @@
+"""The agent's shell sandbox: no network, writes only in the workspace and a private /tmp, the whole
+process tree killed on timeout, a scrubbed environment, background shells, and a clear refusal to run
+unsandboxed unless asked."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.agent import sandbox as sb_mod
+from cuda_agent.agent.sandbox import OUTPUT_LIMIT, Sandbox, SandboxUnavailable
+
+NAMESPACES = sb_mod._probe() is None
+needs_ns = pytest.mark.skipif(not NAMESPACES, reason=f"no user namespaces here: {sb_mod._probe()}")
+
+
+@pytest.fixture
+def box(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Sandbox(ws) as sb:
+        yield sb
+
+
+@needs_ns
+def test_isolation_is_reported(box):
+    iso = box.isolation
+    assert iso["level"] == "namespaces" and iso["unavailable"] is None
+    assert iso["network"].startswith("none") and "read-only" in iso["filesystem"]
+    assert {"cpu_s", "file_bytes", "open_files"} <= set(iso["limits"]["enforced"])
+
+
+@needs_ns
+def test_writes_only_in_the_workspace_and_a_private_tmp(box, tmp_path):
+    # /etc is read-only; the test's own folder is under the host's /tmp, which the sandbox replaces
+    r = box.run(f"echo hi > made.txt && cat made.txt && echo x > /etc/cuda-agent-evil; "
+                f"mkdir -p {tmp_path} && echo x > {tmp_path}/outside.txt; echo y > /tmp/private.txt && cat /tmp/private.txt")
+    assert r.exit_code == 0
+    lines = r.output.split("\n")
+    assert lines[0] == "hi" and "Read-only file system" in r.output and "y" in lines
+    assert not Path("/etc/cuda-agent-evil").exists()
+    assert (box.root / "made.txt").read_text() == "hi\n"
+    assert not (tmp_path / "outside.txt").exists()
+    assert "private.txt" in box.run("ls /tmp").output.split()  # the sandbox's /tmp lasts the episode
+    assert (box.tmp / "private.txt").exists() and not list(tmp_path.glob("private.txt"))
+
+
+@needs_ns
+def test_no_network(box):
+    r = box.run("python3 -c \"import socket; s = socket.socket(); s.settimeout(5); "
+                "s.connect(('1.1.1.1', 443))\"", timeout_s=30)
+    assert r.exit_code != 0 and "unreachable" in r.output.lower()
+    assert "lo" in box.run("cat /proc/net/dev").output and "eth0" not in box.run("cat /proc/net/dev").output
+
+
+@needs_ns
+def test_timeout_kills_the_whole_tree(box):
+    tag = uuid.uuid4().hex
+    r = box.run(f"(exec -a sleeper-{tag} sleep 300) & (exec -a sleeper-{tag} sleep 300) & wait", timeout_s=1.5)
+    assert r.timed_out and r.exit_code is None and r.seconds < 15
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", f"sleeper-{tag}"], capture_output=True, text=True).stdout
+    assert left == ""
+
+
+@needs_ns
+def test_environment_is_scrubbed(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "also-secret")
+    (tmp_path / "ws").mkdir()
+    with Sandbox(tmp_path / "ws", env={"CUDA_AGENT_TASK": "x"}) as box:
+        out = box.run("env").output
+    assert "secret" not in out and "CUDA_AGENT_TASK=x" in out and f"HOME={tmp_path / 'ws'}" in out
+
+
+@needs_ns
+def test_background_shells(box):
+    sid = box.start("for i in 1 2 3; do echo tick $i; sleep 0.4; done")
+    time.sleep(0.6)
+    status, out = box.output(sid)
+    assert status == "running" and "tick 1" in out
+    time.sleep(1.5)
+    status, rest = box.output(sid)
+    assert status == "exited 0" and "tick 3" in rest and "tick 1" not in rest  # only what is new
+    long = box.start("sleep 300")
+    box.kill(long)
+    assert box.output(long)[0] == "killed"
+    with pytest.raises(KeyError, match="no background shell"):
+        box.output("bash_99")
+
+
+@needs_ns
+def test_huge_output_is_clipped(box):
+    r = box.run("python3 -c \"print('x' * 200000)\"")
+    assert r.truncated and len(r.output) < OUTPUT_LIMIT + 200 and "characters dropped" in r.output
+
+
+def test_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(sb_mod, "_probe", lambda: "user namespaces are not allowed here: test")
+    (tmp_path / "ws").mkdir()
+    with pytest.raises(SandboxUnavailable, match="allow_unsandboxed"):
+        Sandbox(tmp_path / "ws")
+    with Sandbox(tmp_path / "ws", allow_unsandboxed=True) as box:
+        assert box.isolation["level"] == "none" and box.isolation["network"] == "host"
+        r = box.run("pwd && echo ok")
+        assert r.exit_code == 0 and r.output.split() == [str(tmp_path / "ws"), "ok"]
