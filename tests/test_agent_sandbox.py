@@ -5,6 +5,7 @@ unsandboxed unless asked."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -108,3 +109,30 @@ def test_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
         assert box.isolation["level"] == "none" and box.isolation["network"] == "host"
         r = box.run("pwd && echo ok")
         assert r.exit_code == 0 and r.output.split() == [str(tmp_path / "ws"), "ok"]
+
+
+@needs_ns
+def test_workspace_commands_reach_the_evaluator_through_the_bridge(tmp_path, monkeypatch):
+    """`python3 -m utils.verification` inside the sandbox (caches read-only, no network) is run by the
+    bridge outside, on the bridge's workspace, with the same verdict as a direct run."""
+    from cuda_agent.agent.bridge import EvalBridge
+    from cuda_agent.tasks import load_task
+    from cuda_agent.workspace import init_workspace
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+    ws = init_workspace(load_task(Path(__file__).parent / "data" / "relu_bias_task.py"), tmp_path / "ws",
+                        device="cpu")
+    direct = subprocess.run([sys.executable, "-m", "utils.verification", "--device", "cpu", "--trials", "1"],
+                            cwd=ws, capture_output=True, text=True, timeout=600)
+    with Sandbox(ws) as box:
+        bridge = EvalBridge(ws, box.tmp / "eval.sock")
+        box.env["CUDA_AGENT_EVAL_SOCKET"] = box.visible(box.tmp / "eval.sock")
+        try:
+            r = box.run("python3 -m utils.verification --device cpu --trials 1", timeout_s=600)
+            bad = box.run("python3 -c \"from cuda_agent.workspace.commands import forward; "
+                          "print(forward('/tmp/eval.sock', 'rm -rf', []))\"", timeout_s=60)
+        finally:
+            bridge.close()
+    assert r.exit_code == direct.returncode and r.output.splitlines()[0] == direct.stdout.splitlines()[0]
+    assert [c["command"] for c in bridge.calls] == ["verify"] and bridge.seconds > 0
+    assert "malformed request" in bad.output

@@ -54,7 +54,7 @@ class Limits:
 # Runs inside the new namespaces before the command: mounts, then exec. Only the standard library.
 _SETUP = r'''
 import ctypes, os, sys
-ws, tmp, cmd = sys.argv[1], sys.argv[2], sys.argv[3]
+ws, tmp, cmd, keep = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 libc = ctypes.CDLL(None, use_errno=True)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, NOATIME, NODIRATIME, BIND, REC, PRIVATE, RELATIME = (
     1, 2, 4, 8, 32, 1024, 2048, 4096, 16384, 1 << 18, 1 << 21)
@@ -67,12 +67,16 @@ def mount(src, target, fstype, flags, data=None):
 mount(None, "/", None, REC | PRIVATE)
 held = os.open(ws, os.O_PATH | os.O_DIRECTORY)     # the workspace and the sandbox's /tmp, reachable
 held_tmp = os.open(tmp, os.O_PATH | os.O_DIRECTORY)  # after /tmp is covered
+held_keep = {k: os.open(k, os.O_PATH | os.O_DIRECTORY) for k in keep}  # host folders under /tmp to keep
 mount(f"/proc/self/fd/{held_tmp}", "/tmp", None, BIND)  # the sandbox's own /tmp, kept across commands
 if os.path.isdir("/dev/shm"):
     mount("tmpfs", "/dev/shm", "tmpfs", NOSUID | NODEV, "mode=1777,size=1g")
 os.makedirs(ws, exist_ok=True)                       # in the new /tmp when the workspace was under it
 mount(f"/proc/self/fd/{held}", ws, None, BIND | REC)  # a mount of its own: stays writable
 os.close(held)
+for k, fd in held_keep.items():                      # the package and Python, when they live in /tmp
+    os.makedirs(k, exist_ok=True)
+    mount(f"/proc/self/fd/{fd}", k, None, BIND | REC)  # made read-only below with the rest
 unescape = lambda s: s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 for line in open("/proc/self/mountinfo").read().splitlines():
     f = line.split()
@@ -220,7 +224,7 @@ class Sandbox:
         self.cgroup = _Cgroup(limits) if self.namespaces else None
         self.env = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
         self.env.update(HOME=str(self.root), TMPDIR="/tmp" if self.namespaces else str(self.root / ".tmp"),
-                        TERM="dumb", PYTHONUNBUFFERED="1", **(env or {}))
+                        TERM="dumb", PYTHONUNBUFFERED="1", PYTHONPATH=_package_folder(), **(env or {}))
         self.shells: dict[str, _Shell] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-sandbox-tmp-"))  # /tmp inside, for the episode
         self._next = 1
@@ -236,6 +240,11 @@ class Sandbox:
             "unavailable": why,
         }
 
+    def visible(self, host_path: str | Path) -> str:
+        """Where a file of the sandbox's /tmp folder (`self.tmp`) is seen from inside."""
+        rel = Path(host_path).relative_to(self.tmp)
+        return str(Path("/tmp") / rel) if self.namespaces else str(self.tmp / rel)
+
     # -- running --
     def _argv(self, command: str) -> list[str]:
         lim = self.limits
@@ -243,9 +252,10 @@ class Sandbox:
         if not self.namespaces:
             return ["bash", "-c", f"{ulimits}; cd {_q(self.root)} && {command}"]
         join = self.cgroup.join_command() if self.cgroup else ""
+        keep = " ".join(_q(k) for k in _kept_under_tmp())
         inner = (f"{join}{ulimits}; exec unshare --user --map-root-user --net --mount --pid --fork --kill-child "
                  f"--mount-proc {_q(sys.executable)} -I -c {_q(_SETUP)} {_q(self.root)} {_q(self.tmp)} "
-                 f"{_q(command)}")
+                 f"{_q(command)} {keep}")
         return ["bash", "-c", inner]
 
     def _start(self, command: str) -> subprocess.Popen:
@@ -310,6 +320,22 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _package_folder() -> str:
+    """The folder holding the cuda_agent package: the workspace's commands import it."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def _kept_under_tmp() -> list[str]:
+    """Host folders under /tmp that commands need (the package, the Python installation): the
+    sandbox's own /tmp would hide them, so they are bound back, read-only."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    out = []
+    for p in (Path(_package_folder()), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()):
+        if (tmp in p.parents or Path("/tmp") in p.parents) and str(p) not in out:
+            out.append(str(p))
+    return out
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -128,11 +129,14 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 
 def main(command: str, workspace_dir: str | Path, argv: list[str]) -> int:
-    """Run the workspace command `command` ("compile", "verify" or "profile") on `workspace_dir`."""
+    """Run the workspace command `command` ("compile", "verify" or "profile") on `workspace_dir`;
+    inside the agent's sandbox (`$CUDA_AGENT_EVAL_SOCKET` set), through the evaluator bridge."""
     if command not in COMMANDS:
         print(f"error: unknown workspace command {command!r}; use one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return EXIT_USAGE
+    if sock := os.environ.get("CUDA_AGENT_EVAL_SOCKET"):
+        return forward(sock, command, argv)
     try:
         args = _parser(command).parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (argparse printed why)
@@ -163,6 +167,28 @@ def _run(command: str, root: Path, args: argparse.Namespace) -> int:
     if command == "verify":
         return EXIT_OK if res.correct else EXIT_FAILED
     return EXIT_OK if res.correct and res.times_ms.get("candidate") is not None else EXIT_FAILED
+
+
+def forward(sock_path: str, command: str, argv: list[str]) -> int:
+    """Send the command to the evaluator bridge outside the sandbox (agent/bridge.py); print what it
+    printed and return its exit status."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(sock_path)
+            s.sendall(json.dumps({"command": command, "argv": list(argv)}).encode())
+            s.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := s.recv(1 << 16):
+                chunks.append(chunk)
+        reply = json.loads(b"".join(chunks))
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot reach the evaluator ({exc}); the episode's evaluator bridge is gone", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(reply.get("output", ""))
+    sys.stdout.flush()
+    return int(reply.get("exit", EXIT_USAGE))
 
 
 # --- compile ---------------------------------------------------------------------------------------
