@@ -423,6 +423,81 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_solve(args: argparse.Namespace) -> int:
+    """One agent episode on TASK: the workspace, trajectory.jsonl and result.json land in --out."""
+    from cuda_agent.agent.llm import ChatClient
+    from cuda_agent.agent.loop import EpisodeConfig, run_episode
+    from cuda_agent.evaluate.device import resolve_device
+    from cuda_agent.tasks import load_task
+
+    config = _config(args)
+    config.device = device = resolve_device(config.device)
+    client = ChatClient(args.base_url, args.model, api_key_env=args.api_key_env or None,
+                        timeout_s=args.request_timeout)
+    cfg = EpisodeConfig(max_turns=args.max_turns, context_tokens=args.context_tokens, wall_s=args.wall_time,
+                        device=device, allow_unsandboxed=args.unsandboxed, eval=config)
+    if (args.out / "trajectory.jsonl").exists():
+        raise CudaAgentError(f"{args.out} already holds an episode (trajectory.jsonl); pass another --out")
+    with _stdout_reserved(args.json):
+        ep = run_episode(load_task(args.task), args.out, client, cfg)
+    summary = {"stop": ep.stop, "turns": ep.turns, "tokens": ep.tokens, "wall_s": round(ep.wall_s, 1),
+               "eval_s": round(ep.eval_s, 1), "invalid_tool_calls": ep.invalid_tool_calls,
+               "reward": ep.result.reward, "correct": ep.result.correct, "speedup_eager": ep.result.speedup_eager,
+               "speedup_compile": ep.result.speedup_compile, "out": str(args.out)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(" ".join(f"{k}={v}" for k, v in summary.items() if k != "tokens")
+              + f" tokens={ep.tokens.get('total_tokens', 0)}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """A trajectory as a readable transcript."""
+    path = Path(args.trajectory)
+    if path.is_dir():
+        path = path / "trajectory.jsonl"
+    if not path.is_file():
+        raise CudaAgentError(f"{path}: no trajectory here; pass a trajectory.jsonl or the --out folder of `solve`")
+    clip = args.width
+
+    def short(text: Any) -> str:
+        text = "" if text is None else str(text)
+        return text if len(text) <= clip else text[:clip] + f" ... [{len(text) - clip} more characters]"
+
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            raise CudaAgentError(f"{path}:{n}: not a JSON line; is this a trajectory?") from None
+        kind = r.get("type")
+        if kind == "meta":
+            print(f"# {r['task']} with {r['model']} (sandbox: {r['isolation']['level']}), started {r['started']}\n")
+        elif kind == "message":
+            m = r["message"]
+            if m["role"] in ("system", "user") and not args.prompts:
+                print(f"[{m['role']}: {len(m['content'])} characters; --prompts shows them]")
+            elif m.get("content"):
+                print(f"[turn {r['turn']}] {m['role']}: {short(m['content'])}")
+            for c in m.get("tool_calls") or []:
+                print(f"[turn {r['turn']}] -> {c['function']['name']} {short(c['function']['arguments'])}")
+        elif kind == "tool":
+            mark = "" if r["ok"] else " (invalid)"
+            print(f"[turn {r['turn']}] <- {r['name']}{mark} in {r['seconds']} s:\n{short(r['result'])}\n")
+        elif kind == "elided":
+            print(f"[turn {r['turn']}] ({r['messages']} old tool outputs elided for the context budget)")
+        elif kind == "error":
+            print(f"[turn {r['turn']}] error: {r['error']}")
+        elif kind == "final":
+            res = r["result"]
+            print(f"\n# {r['stop']} after {r['turns']} turns, {r['wall_s']} s ({r['eval_s']} s evaluating), "
+                  f"{r['tokens'].get('total_tokens', 0)} tokens, {r['invalid_tool_calls']} invalid tool calls")
+            print(f"# final evaluation: reward {res['reward']}, correct {res['correct']}, "
+                  f"vs eager {_fmt_x(res.get('speedup_eager'))}, vs compile {_fmt_x(res.get('speedup_compile'))}"
+                  + (f", reasons: {', '.join(x['code'] for x in res['reasons'])}" if res.get("reasons") else ""))
+    return 0
+
+
 EXAMPLES = {
     "eval": "cuda-agent eval task.py candidate.py --device cpu --json",
     "init-workspace": "cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda",
@@ -430,6 +505,8 @@ EXAMPLES = {
     "baselines": "cuda-agent baselines KernelBench/ --level 1 --device cuda --out results/timing",
     "bench": "cuda-agent bench KernelBench/ --level 1 --solutions runs/my_model/ --device cuda --run my_model",
     "report": "cuda-agent report my_model --compare baseline_model",
+    "solve": "cuda-agent solve level1/19_ReLU.py --base-url http://localhost:8000/v1 --model my-model --out ep1/",
+    "replay": "cuda-agent replay ep1/trajectory.jsonl",
 }
 
 
@@ -525,6 +602,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the folder of the run store; the report goes to OUT/RUN (default: ./cuda-agent-runs)")
     p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("solve", help="run the agent on one task with an OpenAI-compatible model",
+                       description="An agent episode: the model works in a fresh workspace through sandboxed "
+                       "tools (Bash, Read, Write, Edit, ...) until it stops calling them or a budget runs out; "
+                       "the final workspace is then evaluated afresh. OUT gets workspace/, trajectory.jsonl "
+                       "and result.json.", epilog=f"example: {EXAMPLES['solve']}")
+    p.add_argument("task", help="KernelBench-format task file")
+    p.add_argument("--base-url", required=True, help="the chat-completions endpoint (…/v1): vLLM, SGLang, an API")
+    p.add_argument("--model", required=True, help="the model name the endpoint serves")
+    p.add_argument("--out", type=Path, required=True, help="folder for the workspace, trajectory and result")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                   help="environment variable holding the API key (default OPENAI_API_KEY; '' for none)")
+    p.add_argument("--max-turns", type=_positive(int), default=200, help="turn limit (default 200)")
+    p.add_argument("--context-tokens", type=_positive(int), default=131072,
+                   help="context budget; the oldest tool outputs are elided to stay within it (default 131072)")
+    p.add_argument("--wall-time", type=_positive(float), default=4 * 3600.0,
+                   help="wall-clock limit of the episode, seconds (default 4 h)")
+    p.add_argument("--request-timeout", type=_positive(float), default=600.0,
+                   help="limit of one model request, seconds (retried with backoff; default 600)")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="run the agent's commands without isolation where namespaces are unavailable")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
+                       epilog=f"example: {EXAMPLES['replay']}")
+    p.add_argument("trajectory", help="trajectory.jsonl, or the --out folder of `solve`")
+    p.add_argument("--width", type=_positive(int), default=1500, help="characters shown of each text (default 1500)")
+    p.add_argument("--prompts", action="store_true", help="also show the system and first user prompts")
+    p.set_defaults(func=cmd_replay)
     return parser
 
 

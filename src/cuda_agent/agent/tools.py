@@ -26,7 +26,7 @@ class ToolError(Exception):
     """A mistake the model can fix; its message becomes the tool result."""
 
 
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
@@ -34,7 +34,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Read": {
         "description": "Read a file of the workspace. Returns its lines numbered like `cat -n` (up to "
                        f"{READ_DEFAULT_LINES} lines from `offset`; lines over {READ_MAX_LINE} characters are cut).",
-        "parameters": _schema({
+        "parameters": schema({
             "file_path": {"type": "string", "description": "The file to read (relative to the workspace, or absolute inside it)"},
             "offset": {"type": "integer", "description": "The line number to start reading from (1-based)"},
             "limit": {"type": "integer", "description": "The number of lines to read"},
@@ -42,7 +42,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "Write": {
         "description": "Write a file of the workspace, replacing it if it exists (parent folders are created).",
-        "parameters": _schema({
+        "parameters": schema({
             "file_path": {"type": "string", "description": "The file to write"},
             "content": {"type": "string", "description": "The content to write"},
         }, ["file_path", "content"]),
@@ -50,7 +50,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Edit": {
         "description": "Replace `old_string` with `new_string` in a file. `old_string` must occur exactly once "
                        "unless `replace_all` is true.",
-        "parameters": _schema({
+        "parameters": schema({
             "file_path": {"type": "string", "description": "The file to modify"},
             "old_string": {"type": "string", "description": "The text to replace"},
             "new_string": {"type": "string", "description": "The text to replace it with (must differ)"},
@@ -59,23 +59,23 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "MultiEdit": {
         "description": "Several edits of one file, applied in order; all succeed or none is applied.",
-        "parameters": _schema({
+        "parameters": schema({
             "file_path": {"type": "string", "description": "The file to modify"},
-            "edits": {"type": "array", "minItems": 1, "description": "Edits, applied in order", "items": _schema({
+            "edits": {"type": "array", "minItems": 1, "description": "Edits, applied in order", "items": schema({
                 "old_string": {"type": "string"}, "new_string": {"type": "string"},
                 "replace_all": {"type": "boolean", "default": False}}, ["old_string", "new_string"])},
         }, ["file_path", "edits"]),
     },
     "Glob": {
         "description": "Files of the workspace matching a glob pattern (`**/*.cu`), newest first.",
-        "parameters": _schema({
+        "parameters": schema({
             "pattern": {"type": "string", "description": "The glob pattern"},
             "path": {"type": "string", "description": "The folder to search in (default: the workspace)"},
         }, ["pattern"]),
     },
     "Grep": {
         "description": "Search file contents with a regular expression (Python `re` syntax).",
-        "parameters": _schema({
+        "parameters": schema({
             "pattern": {"type": "string", "description": "The regular expression"},
             "path": {"type": "string", "description": "File or folder to search (default: the workspace)"},
             "glob": {"type": "string", "description": "Only files matching this glob (`*.cu`, `**/*.py`)"},
@@ -109,7 +109,7 @@ class FileTools:
         if fn is None:
             raise KeyError(name)
         try:
-            _check_args(name, args)
+            check_args(name, args)
             return fn(**{k.lstrip("-"): v for k, v in args.items()})  # Grep's -i, -n, -A, -B, -C
         except ToolError as exc:
             return f"Error: {exc}"
@@ -271,13 +271,13 @@ def _replace(text: str, old: str, new: str, replace_all: bool, given: str) -> tu
     return text.replace(old, new) if replace_all else text.replace(old, new, 1), n if replace_all else 1
 
 
-def _check_args(name: str, args: dict[str, Any]) -> None:
+def check_args(name: str, args: dict[str, Any], schemas: dict[str, dict[str, Any]] | None = None) -> None:
     """Arguments against the tool's schema: required ones present, no unknown ones, basic types."""
     if not isinstance(args, dict):
         raise ToolError(f"{name}: arguments must be a JSON object")
-    schema = SCHEMAS[name]["parameters"]
-    props = schema["properties"]
-    missing = [k for k in schema["required"] if k not in args]
+    spec = (schemas or SCHEMAS)[name]["parameters"]
+    props = spec["properties"]
+    missing = [k for k in spec["required"] if k not in args]
     if missing:
         raise ToolError(f"{name}: missing required argument(s) {', '.join(missing)}")
     unknown = [k for k in args if k not in props]
@@ -296,4 +296,4 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
             if names is None or k in names]
 
 
-__all__ = ["FileTools", "SCHEMAS", "ToolError", "openai_tools"]
+__all__ = ["FileTools", "SCHEMAS", "ToolError", "check_args", "openai_tools", "schema"]
