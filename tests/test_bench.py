@@ -182,3 +182,46 @@ def test_bench_resumes_after_a_kill_and_reports(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "cuda_agent", "report", "nope", "--out", str(tmp_path / "runs")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
+
+
+def test_bench_with_the_agent_writing_the_solutions(tmp_path):
+    """`bench --agent`: one episode per task, two at a time, against a scripted OpenAI-compatible
+    server; each episode's final evaluation is the task's verdict; a second run has nothing to do."""
+    from cuda_agent.agent import sandbox as sb_mod
+    from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
+
+    if sb_mod._probe() is not None:
+        pytest.skip("no user namespaces for the agent's sandbox here")
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "1_ReluBias.py").write_text(TASK)
+    (tmp_path / "kb" / "level1" / "2_TanhBias.py").write_text(TASK.replace("torch.relu", "torch.tanh"))
+
+    def respond(messages):  # by the state of each conversation: episodes run side by side
+        tools = [m for m in messages if m["role"] == "tool"]
+        if not tools:
+            op = "torch.tanh" if "torch.tanh" in messages[1]["content"] else "torch.relu"
+            return ScriptStep(tool_calls=[("Write", {"file_path": "model_new.py",
+                                                     "content": RIGHT.replace("torch.relu", op)})])
+        if len(tools) == 1:
+            return ScriptStep(tool_calls=[("Bash", {"command": "python3 -m utils.verification --device cpu "
+                                                               "--trials 1"})])
+        return ScriptStep(content="done")
+
+    with ScriptedServer([respond] * 12) as server:
+        args = [sys.executable, "-m", "cuda_agent", "bench", str(tmp_path / "kb"), "--agent", "--base-url",
+                server.base_url, "--model", "scripted/m1", "--api-key-env", "", "--episodes", "2",
+                "--device", "cpu", "--policy", "kernelbench", "--no-compile-baseline", "--trials", "2",
+                "--stress-trials", "0", "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
+                "--json"]
+        env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path / "cache")}
+        first = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
+        assert first.returncode == 0, first.stderr
+        obj = json.loads(first.stdout)
+        again = json.loads(subprocess.run(args, capture_output=True, text=True, timeout=300, env=env).stdout)
+    assert obj["run"] == "scripted_m1-cpu" and obj["evaluated"] == 2
+    assert obj["overall"]["tasks"] == 2 and obj["overall"]["pass_rate"] == 1.0
+    episodes = tmp_path / "runs" / "scripted_m1-cpu" / "episodes" / "level1"
+    for task in ("1_ReluBias", "2_TanhBias"):
+        traj = (episodes / task / "trajectory.jsonl").read_text().splitlines()
+        assert json.loads(traj[-1])["type"] == "final" and json.loads(traj[-1])["result"]["correct"]
+    assert again["evaluated"] == 0 and again["overall"] == obj["overall"]

@@ -335,7 +335,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not tasks:
         raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
     err = _console(stderr=True)
-    if args.solutions:
+    if args.agent:
+        if args.solutions or not (args.base_url and args.model):
+            raise CudaAgentError("--agent takes --base-url and --model (and no --solutions): the agent writes "
+                                 "the solutions")
+        client, episode_cfg = _agent(args, config)
+        solutions = []
+    elif args.solutions:
         found = find_solutions(args.solutions, tasks)
         solutions = found.solutions
         if found.unmatched:
@@ -349,16 +355,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         raise CudaAgentError("pass --solutions DIR: one candidate per task (level1/19_ReLU.py or a workspace "
                              "folder), or KernelBench's level_L_problem_P_sample_S_kernel.py files")
-    missing = len({t.id for t in tasks} - {s.task.id for s in solutions})
+    missing = 0 if args.agent else len({t.id for t in tasks} - {s.task.id for s in solutions})
     if missing:
         err.print(f"[yellow]{missing} of {len(tasks)} task(s) have no solution: they count as failures[/]")
-    name = args.run or runner.default_run_name(args.taskset, args.solutions, device)
+    name = args.run or (f"{args.model.replace('/', '_')}-{device}" if args.agent
+                        else runner.default_run_name(args.taskset, args.solutions, device))
     out = args.out
     db = args.db or out / "bench.sqlite"
-    params = runner.run_params(str(args.taskset), tasks, str(args.solutions or "bundled"), device, config)
+    made_by = f"agent:{args.model}@{args.base_url}" if args.agent else str(args.solutions or "bundled")
+    params = runner.run_params(str(args.taskset), tasks, made_by, device, config)
     with Store(db) as store, _stdout_reserved(args.json):
         resumed = store.open_run(name, params)
-        pending = len(solutions) - (0 if args.rescore else len(store.done(name) & {(s.task.id, s.sample) for s in solutions}))
+        wanted = {(t.id, 0) for t in tasks} if args.agent else {(s.task.id, s.sample) for s in solutions}
+        pending = len(wanted) - (0 if args.rescore else len(store.done(name) & wanted))
         if resumed:
             err.print(f"run {name!r}: {'rescoring every solution' if args.rescore else f'resuming, {pending} to go'}")
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -373,8 +382,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                 description=f"{sol.task.id} #{sol.sample}")
 
             with Evaluator(config, jobs=args.jobs) as ev:
-                evaluated = runner.run(store, name, solutions, ev, rescore=args.rescore,
-                                       progress=runner.Progress(advance=advance))
+                if args.agent:
+                    evaluated = runner.run_agent(store, name, tasks, client, episode_cfg, out / name / "episodes",
+                                                 ev, episodes=args.episodes, progress=runner.Progress(advance=advance),
+                                                 rescore=args.rescore)
+                else:
+                    evaluated = runner.run(store, name, solutions, ev, rescore=args.rescore,
+                                           progress=runner.Progress(advance=advance))
         summary = runner.summarize_run(store, name)
         report = write_report(store, name, out / name) if not args.no_report else None
     if args.json:
@@ -423,19 +437,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agent(args: argparse.Namespace, config):
+    """The model client and the episode settings of `solve` and `bench --agent`."""
+    from cuda_agent.agent.llm import ChatClient
+    from cuda_agent.agent.loop import EpisodeConfig
+
+    client = ChatClient(args.base_url, args.model, api_key_env=args.api_key_env or None,
+                        timeout_s=args.request_timeout)
+    cfg = EpisodeConfig(max_turns=args.max_turns, context_tokens=args.context_tokens, wall_s=args.wall_time,
+                        device=config.device, allow_unsandboxed=args.unsandboxed, eval=config)
+    return client, cfg
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     """One agent episode on TASK: the workspace, trajectory.jsonl and result.json land in --out."""
-    from cuda_agent.agent.llm import ChatClient
-    from cuda_agent.agent.loop import EpisodeConfig, run_episode
+    from cuda_agent.agent.loop import run_episode
     from cuda_agent.evaluate.device import resolve_device
     from cuda_agent.tasks import load_task
 
     config = _config(args)
-    config.device = device = resolve_device(config.device)
-    client = ChatClient(args.base_url, args.model, api_key_env=args.api_key_env or None,
-                        timeout_s=args.request_timeout)
-    cfg = EpisodeConfig(max_turns=args.max_turns, context_tokens=args.context_tokens, wall_s=args.wall_time,
-                        device=device, allow_unsandboxed=args.unsandboxed, eval=config)
+    config.device = resolve_device(config.device)
+    client, cfg = _agent(args, config)
     if (args.out / "trajectory.jsonl").exists():
         raise CudaAgentError(f"{args.out} already holds an episode (trajectory.jsonl); pass another --out")
     with _stdout_reserved(args.json):
@@ -589,6 +611,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the run store and the reports go (default: ./cuda-agent-runs)")
     p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
     p.add_argument("--no-report", action="store_true", help="do not write the report")
+    p.add_argument("--agent", action="store_true", help="the solutions are written by the agent: one episode "
+                   "per task with the model of --base-url/--model (episodes under OUT/RUN/episodes/)")
+    p.add_argument("--episodes", type=_positive(int), default=4, help="agent episodes at a time (default 4)")
+    _add_agent_options(p, required=False)
     _add_eval_options(p)
     p.set_defaults(func=cmd_bench)
 
@@ -609,9 +635,23 @@ def build_parser() -> argparse.ArgumentParser:
                        "the final workspace is then evaluated afresh. OUT gets workspace/, trajectory.jsonl "
                        "and result.json.", epilog=f"example: {EXAMPLES['solve']}")
     p.add_argument("task", help="KernelBench-format task file")
-    p.add_argument("--base-url", required=True, help="the chat-completions endpoint (…/v1): vLLM, SGLang, an API")
-    p.add_argument("--model", required=True, help="the model name the endpoint serves")
     p.add_argument("--out", type=Path, required=True, help="folder for the workspace, trajectory and result")
+    _add_agent_options(p, required=True)
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
+                       epilog=f"example: {EXAMPLES['replay']}")
+    p.add_argument("trajectory", help="trajectory.jsonl, or the --out folder of `solve`")
+    p.add_argument("--width", type=_positive(int), default=1500, help="characters shown of each text (default 1500)")
+    p.add_argument("--prompts", action="store_true", help="also show the system and first user prompts")
+    p.set_defaults(func=cmd_replay)
+    return parser
+
+
+def _add_agent_options(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--base-url", required=required, help="the chat-completions endpoint (…/v1): vLLM, SGLang, an API")
+    p.add_argument("--model", required=required, help="the model name the endpoint serves")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY",
                    help="environment variable holding the API key (default OPENAI_API_KEY; '' for none)")
     p.add_argument("--max-turns", type=_positive(int), default=200, help="turn limit (default 200)")
@@ -623,16 +663,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit of one model request, seconds (retried with backoff; default 600)")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run the agent's commands without isolation where namespaces are unavailable")
-    _add_eval_options(p)
-    p.set_defaults(func=cmd_solve)
-
-    p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
-                       epilog=f"example: {EXAMPLES['replay']}")
-    p.add_argument("trajectory", help="trajectory.jsonl, or the --out folder of `solve`")
-    p.add_argument("--width", type=_positive(int), default=1500, help="characters shown of each text (default 1500)")
-    p.add_argument("--prompts", action="store_true", help="also show the system and first user prompts")
-    p.set_defaults(func=cmd_replay)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from cuda_agent.agent.llm import ChatClient
 from cuda_agent.agent.sandbox import Limits, Sandbox
 from cuda_agent.agent.toolbox import Toolbox
 from cuda_agent.evaluate import EvalConfig, EvalResult, evaluate, load_candidate
+from cuda_agent.evaluate.evaluator import EvaluatorBase
 from cuda_agent.tasks import Task
 from cuda_agent.workspace import init_workspace
 
@@ -92,8 +93,10 @@ def _elide(messages: list[dict[str, Any]], over: int) -> tuple[int, int]:
     return n, freed
 
 
-def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: EpisodeConfig | None = None) -> Episode:
-    """Solve `task` in `out_dir/workspace`; write `trajectory.jsonl` and `result.json` into `out_dir`."""
+def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: EpisodeConfig | None = None,
+                evaluator: EvaluatorBase | None = None) -> Episode:
+    """Solve `task` in `out_dir/workspace`; write `trajectory.jsonl` and `result.json` into `out_dir`.
+    `evaluator`: the pool that gives the final verdict (default: a one-shot evaluation)."""
     cfg = cfg or EpisodeConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -164,7 +167,9 @@ def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: Episod
     # The reward: a fresh evaluation of the final workspace (its model_new.py and kernels/ only).
     t0 = time.monotonic()
     try:
-        result = evaluate(task, load_candidate(ws), cfg.eval or EvalConfig(device=cfg.device))
+        final_cfg = cfg.eval or EvalConfig(device=cfg.device)
+        cand = load_candidate(ws)
+        result = evaluator.evaluate(task, cand, final_cfg) if evaluator else evaluate(task, cand, final_cfg)
     except Exception as exc:  # no model_new.py left, say: a verdict all the same
         from cuda_agent.evaluate import Code
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import Future, as_completed
+import shutil
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -77,6 +78,42 @@ def run(store: Store, name: str, solutions: list[Solution], evaluator: Evaluator
         for fut in futures:
             fut.cancel()  # an interrupt: queued evaluations go, running ones finish or are killed
     return evaluated
+
+
+def run_agent(store: Store, name: str, tasks: list[Task], client, episode_cfg, out_dir: Path,
+              evaluator: EvaluatorBase, episodes: int = 4, progress: Progress | None = None,
+              rescore: bool = False) -> int:
+    """The agent solves each task not yet stored (an episode in `out_dir/<task id>/`), `episodes` at
+    a time, their final evaluations sharing `evaluator`; each verdict is stored as sample 0 when its
+    episode ends. Returns how many episodes ran."""
+    from cuda_agent.agent.loop import run_episode  # the agent layer, only when benchmarking it
+
+    progress = progress or Progress()
+    done = set() if rescore else store.done(name)
+    pending = [t for t in tasks if (t.id, 0) not in done]
+    progress.start(len(pending))
+
+    def one(task: Task) -> tuple[Task, Path, EvalResult]:
+        folder = out_dir / task.id
+        if folder.exists():  # an episode cut short by an interrupt: started again from scratch
+            shutil.rmtree(folder)
+        ep = run_episode(task, folder, client, episode_cfg, evaluator=evaluator)
+        return task, ep.workspace, ep.result
+
+    ran = 0
+    with ThreadPoolExecutor(max(episodes, 1), thread_name_prefix="cuda-agent-episode") as pool:
+        futures = [pool.submit(one, t) for t in pending]
+        try:
+            for fut in as_completed(futures):
+                task, ws, res = fut.result()
+                sol = Solution(task, 0, ws)
+                _put(store, name, sol, candidate_sha(load_candidate(ws)) if (ws / "model_new.py").exists() else "", res)
+                ran += 1
+                progress.advance(sol, res)
+        finally:
+            for fut in futures:
+                fut.cancel()
+    return ran
 
 
 def _put(store: Store, name: str, sol: Solution, sha: str, res: EvalResult) -> None:
