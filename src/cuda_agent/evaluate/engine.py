@@ -431,15 +431,18 @@ class _Evaluation:
                               cfg.build_timeout_s)
             self.deadline = time.monotonic() + cfg.timeout_s
             try:
-                with self._on_device():
-                    setup = judge.call("setup", self._left(), task_source=self.task.source,
-                                       origin=self.task.origin, device=self.device,
-                                       init_seed=self.seeds["init"], shm_dir=str(shm))
-            except WorkerFailure as f:
+                with self._on_device():  # (waiting too long for it stays an infra_error)
+                    try:
+                        setup = judge.call("setup", self._left(), task_source=self.task.source,
+                                           origin=self.task.origin, device=self.device,
+                                           init_seed=self.seeds["init"], shm_dir=str(shm))
+                    except WorkerFailure as f:
+                        if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
+                            f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
+                        raise f
+            except WorkerFailure:
                 fut.cancel()
-                if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
-                    f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
-                raise f
+                raise
             finally:
                 self._phase("reference_setup", t0)
             self.res.device = setup["device"]
