@@ -99,7 +99,7 @@ def _hold(lock: DeviceLock, exclusive: bool) -> tuple[threading.Event, threading
 
 
 def test_device_lock_timing_alone_other_work_shared(tmp_path):
-    lock = DeviceLock.of(tmp_path, "cuda-0")
+    lock = DeviceLock.of(tmp_path, "cuda", "0")
     # timing excludes everything else on the device
     held, release, t = _hold(lock, exclusive=True)
     assert held.wait(10)
@@ -111,7 +111,7 @@ def test_device_lock_timing_alone_other_work_shared(tmp_path):
             pass
     with lock.shared(0.2, required=False) as got:  # teardown goes on regardless
         assert got is False
-    with DeviceLock.of(tmp_path, "cuda-1").exclusive(0.2):  # another GPU is free
+    with DeviceLock.of(tmp_path, "cuda", "1").exclusive(0.2):  # another GPU is free
         pass
     release.set()
     t.join()
@@ -131,7 +131,7 @@ def test_device_lock_timing_alone_other_work_shared(tmp_path):
 
 def test_device_lock_timing_is_not_starved_by_other_work(tmp_path):
     """A writer waiting for the readers to leave holds the turnstile: no new reader gets in ahead."""
-    lock = DeviceLock.of(tmp_path, "cuda-0")
+    lock = DeviceLock.of(tmp_path, "cuda", "0")
     r_held, r_release, r = _hold(lock, exclusive=False)
     assert r_held.wait(10)
     w_held, w_release, w = _hold(lock, exclusive=True)  # waits for the reader

@@ -308,8 +308,7 @@ def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
 def _bundled_solutions(device: str):
     """The bundled examples' own candidates for `device`: single file as sample 0, workspace as 1."""
     from cuda_agent.bench.solutions import Solution
-    from cuda_agent.examples import example_tasks, list_examples
-    from cuda_agent.examples import FORMS
+    from cuda_agent.examples import FORMS, example_tasks, list_examples
 
     tasks = {t.name: t for t in example_tasks()}
     return [Solution(tasks[ex.name], FORMS.index(form), path)
@@ -360,35 +359,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err.print(f"[yellow]{missing} of {len(tasks)} task(s) have no solution: they count as failures[/]")
     name = args.run or (f"{args.model.replace('/', '_')}-{device}" if args.agent
                         else runner.default_run_name(args.taskset, args.solutions, device))
-    out = args.out
-    db = args.db or out / "bench.sqlite"
+    out, db = args.out, _store_path(args)
     made_by = f"agent:{args.model}@{args.base_url}" if args.agent else str(args.solutions or "bundled")
     params = runner.run_params(str(args.taskset), tasks, made_by, device, config)
     with Store(db) as store, _stdout_reserved(args.json):
         resumed = store.open_run(name, params)
-        wanted = {(t.id, 0) for t in tasks} if args.agent else {(s.task.id, s.sample) for s in solutions}
-        pending = len(wanted) - (0 if args.rescore else len(store.done(name) & wanted))
-        if resumed:
-            err.print(f"run {name!r}: {'rescoring every solution' if args.rescore else f'resuming, {pending} to go'}")
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[correct]} correct"), TimeRemainingColumn(),
                       console=err, transient=True) as progress:
-            bar = progress.add_task(f"bench {name} on {device}", total=pending, correct=0)
+            bar = progress.add_task(f"bench {name} on {device}", total=None, correct=0)
             tally = {"correct": 0}
+
+            def start(pending: int) -> None:  # the runner knows what is left to do
+                if resumed:
+                    err.print(f"run {name!r}: " + ("rescoring every solution" if args.rescore
+                                                   else f"resuming, {pending} to go"))
+                progress.update(bar, total=pending)
 
             def advance(sol, res):
                 tally["correct"] += bool(res.correct)
                 progress.update(bar, advance=1, correct=tally["correct"],
                                 description=f"{sol.task.id} #{sol.sample}")
 
+            shown = runner.Progress(start=start, advance=advance)
             with Evaluator(config, jobs=args.jobs) as ev:
                 if args.agent:
                     evaluated = runner.run_agent(store, name, tasks, client, episode_cfg, out / name / "episodes",
-                                                 ev, episodes=args.episodes, progress=runner.Progress(advance=advance),
-                                                 rescore=args.rescore)
+                                                 ev, episodes=args.episodes, progress=shown, rescore=args.rescore)
                 else:
-                    evaluated = runner.run(store, name, solutions, ev, rescore=args.rescore,
-                                           progress=runner.Progress(advance=advance))
+                    evaluated = runner.run(store, name, solutions, ev, rescore=args.rescore, progress=shown)
         summary = runner.summarize_run(store, name)
         report = write_report(store, name, out / name) if not args.no_report else None
     if args.json:
@@ -424,7 +423,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from cuda_agent.bench.report import write_report
     from cuda_agent.bench.store import Store
 
-    db = args.db or args.out / "bench.sqlite"
+    db = _store_path(args)
     if not db.is_file():
         raise CudaAgentError(f"{db}: no run store here; run `cuda-agent bench` first or pass --db")
     folder = args.out / (args.run if not args.compare else f"{args.run}-vs-{args.compare}")
@@ -607,9 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rescore", action="store_true", help="evaluate every solution again with this evaluator")
     p.add_argument("--jobs", type=_positive(int), default=None,
                    help="evaluations at a time (default: 2 per GPU, 2 on the CPU backend)")
-    p.add_argument("--out", type=Path, default=Path("cuda-agent-runs"),
-                   help="where the run store and the reports go (default: ./cuda-agent-runs)")
-    p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
+    _add_store_options(p, "where the run store and the reports go")
     p.add_argument("--no-report", action="store_true", help="do not write the report")
     p.add_argument("--agent", action="store_true", help="the solutions are written by the agent: one episode "
                    "per task with the model of --base-url/--model (episodes under OUT/RUN/episodes/)")
@@ -624,9 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=f"example: {EXAMPLES['report']}")
     p.add_argument("run", help="a run name from `cuda-agent bench`")
     p.add_argument("--compare", metavar="RUN2", default=None, help="a second run, side by side")
-    p.add_argument("--out", type=Path, default=Path("cuda-agent-runs"),
-                   help="the folder of the run store; the report goes to OUT/RUN (default: ./cuda-agent-runs)")
-    p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
+    _add_store_options(p, "the folder of the run store; the report goes to OUT/RUN")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("solve", help="run the agent on one task with an OpenAI-compatible model",
@@ -647,6 +642,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", action="store_true", help="also show the system and first user prompts")
     p.set_defaults(func=cmd_replay)
     return parser
+
+
+def _add_store_options(p: argparse.ArgumentParser, out_help: str) -> None:
+    """--out and --db of `bench` and `report` (read by _store_path)."""
+    p.add_argument("--out", type=Path, default=Path("cuda-agent-runs"), help=f"{out_help} (default: ./cuda-agent-runs)")
+    p.add_argument("--db", type=Path, default=None, help="the run store (default: OUT/bench.sqlite)")
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    return args.db or args.out / "bench.sqlite"
 
 
 def _add_agent_options(p: argparse.ArgumentParser, required: bool) -> None:

@@ -355,10 +355,9 @@ class _Evaluation:
         self.res.seeds = {**self.seeds, "all": seeds}
         self.device = resolve_device(self.cfg.device)
         self.res.device = {"type": self.device}
-        self.deadline = time.monotonic() + self.cfg.timeout_s
         # The GPU the workers see first: the one they run on.
         gpu = self.gpu or (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-        self.lock = DeviceLock.of(self.cfg.cache_dir, f"cuda-{gpu}" if self.device == "cuda" else "cpu")
+        self.lock = DeviceLock.of(self.cfg.cache_dir, self.device, gpu)
         work = self.cfg.work_dir
         _sweep_stale(work)
         pid = os.getpid()

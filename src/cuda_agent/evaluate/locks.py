@@ -34,7 +34,10 @@ class DeviceLock:
         self.base = str(base)
 
     @classmethod
-    def of(cls, cache_dir: str | os.PathLike, name: str) -> "DeviceLock":
+    def of(cls, cache_dir: str | os.PathLike, device: str, gpu: str | None = None) -> "DeviceLock":
+        """The lock of GPU `gpu` (an index or UUID as CUDA_VISIBLE_DEVICES names it) when `device` is
+        "cuda", else of the CPU backend, shared by every process using `cache_dir`."""
+        name = f"cuda-{gpu}" if device == "cuda" else "cpu"
         return cls(Path(cache_dir) / "locks" / f"device-{name}")
 
     def _open(self) -> tuple:

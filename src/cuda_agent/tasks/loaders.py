@@ -265,13 +265,14 @@ def _import_datasets():
 
 
 def _row_task(row: dict, origin: str, default_level: int | None) -> Task:
-    missing = [col for col in ("code", "name") if row.get(col if col != "name" or row.get("id") is None else "id") is None]
+    name = row.get("name") if row.get("name") is not None else row.get("id")
+    missing = [col for col, value in (("code", row.get("code")), ("name", name)) if value is None]
     if missing:
         raise UsageError(
             f"{origin}: row lacks column(s) {', '.join(missing)}; a task row needs `code` and `name` "
             f"(or `id`, as in datasets made by `cuda-agent synth`); KernelBench's also `level` and `problem_id`"
         )
-    name = str(row["name"] if row.get("name") is not None else row["id"])
+    name = str(name)
     if name.endswith(".py"):
         name = name[: -len(".py")]
     level = row.get("level")
