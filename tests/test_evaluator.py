@@ -167,3 +167,67 @@ def test_ray_evaluator_on_a_local_cluster(tmp_path):
             RayEvaluator(EvalConfig(device="cuda"))
     finally:
         ray.shutdown()
+
+
+def test_gate_runs_a_solo_with_nobody_else_inside():
+    from cuda_agent.evaluate.evaluator import _Gate
+
+    gate, seen, inside = _Gate(), [], [0]
+    guard = threading.Lock()
+
+    def work(kind: str, hold: float) -> None:
+        with (gate.alone() if kind == "solo" else gate.shared()):
+            with guard:
+                inside[0] += 1
+                seen.append((kind, inside[0]))
+            time.sleep(hold)
+            with guard:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=work, args=("shared", 0.2)) for _ in range(3)]
+    threads += [threading.Thread(target=work, args=("solo", 0.1))]
+    threads += [threading.Thread(target=work, args=("shared", 0.05)) for _ in range(3)]
+    for i, t in enumerate(threads):
+        t.start()
+        time.sleep(0.02 if i < 3 else 0.01)
+    for t in threads:
+        t.join(10)
+    solo = [n for kind, n in seen if kind == "solo"]
+    assert solo == [1], seen  # alone: nobody else inside when it entered
+    order = [kind for kind, _ in seen]
+    assert order.index("solo") == 3, order  # later arrivals waited for the waiting solo
+
+
+def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, monkeypatch):
+    """An evaluation that ran short of memory beside others gets a second run alone, and that
+    verdict is the one returned; a candidate's own failure is not run again."""
+    from cuda_agent.evaluate import evaluator as ev_mod
+    from cuda_agent.evaluate.result import EvalResult
+
+    calls, gates = [], []
+
+    class Fake:
+        def __init__(self, task, cand, cfg, pool, gpu):
+            self.cand = cand
+
+        def run(self):
+            gate = ev._gates[None]
+            gates.append((self.cand, gate.running))
+            res = EvalResult(task="t", candidate=str(self.cand))
+            calls.append(self.cand)
+            if self.cand == "oom" and calls.count("oom") == 1:
+                res.add(Code.OUT_OF_MEMORY, "CUDA out of memory (a neighbour held it)")
+            elif self.cand == "bad":
+                res.add(Code.OUTPUT_MISMATCH, "wrong")
+            else:
+                res.correct = True
+            time.sleep(0.05)
+            return res
+
+    monkeypatch.setattr(ev_mod, "_Evaluation", Fake)
+    with Evaluator(_cfg(tmp_path), jobs=3, warm=0) as ev:
+        out = ev.map([(None, "oom"), (None, "bad"), (None, "ok")])
+        assert [r.correct for r in out] == [True, False, True]
+        assert calls.count("oom") == 2 and calls.count("bad") == 1
+        assert ev.reruns == 1
+    assert [n for c, n in gates if c == "oom"][-1] == 1  # the second run had the device to itself

@@ -11,12 +11,16 @@ over the GPUs, least busy first; every evaluation still gets fresh processes of 
 serves one evaluation only). Builds run on the CPU while other evaluations use the GPU. Each GPU has
 a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have the GPU to themselves,
 while the other evaluations' trials and checks share it between timings and their builds go on
-beside. `evaluate()` of the package is the one-shot form of the same thing.
+beside. Neighbours can still crowd each other out of GPU memory: an evaluation that fails for want of
+a resource (out of memory, or any infra-kind reason such as a reference that could not allocate its
+inputs) while it shared its GPU is run again alone on it (`_Gate`), and that verdict stands.
+`evaluate()` of the package is the one-shot form of the same thing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +31,7 @@ from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation
 from cuda_agent.evaluate.locks import DeviceLock
-from cuda_agent.evaluate.result import EvalResult
+from cuda_agent.evaluate.result import Code, EvalResult, Kind
 from cuda_agent.tasks import Task
 
 
@@ -62,6 +66,50 @@ class EvaluatorBase:
         self.close()
 
 
+class _Gate:
+    """Admission to one GPU. Evaluations share it (`shared`); a run `alone` waits until the running
+    ones are done and keeps new ones out until it ends (waiting solos go first: no starvation)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.running = 0  # evaluations inside, shared or alone
+        self._solos = 0  # runs alone, waiting or inside
+        self._solo_inside = False
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: self._solos == 0)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self._cond:
+            self._solos += 1
+            self._cond.wait_for(lambda: self.running == 0 and not self._solo_inside)
+            self.running += 1
+            self._solo_inside = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._solos -= 1
+                self._solo_inside = False
+                self._cond.notify_all()
+
+
+def _short_of_resources(res: EvalResult) -> bool:
+    """A failure that a neighbour on the same GPU may have caused: out of memory, or infra-kind."""
+    return any(r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA for r in res.reasons)
+
+
 class Evaluator(EvaluatorBase):
     def __init__(self, config: EvalConfig | None = None, *, jobs: int | None = None,
                  gpus: Iterable[int | str] | None = None, warm: int | None = None):
@@ -86,6 +134,8 @@ class Evaluator(EvaluatorBase):
                                    lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
+        self._gates = {g: _Gate() for g in self.gpus}
+        self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
         self._closed = False
@@ -121,8 +171,17 @@ class Evaluator(EvaluatorBase):
         with self._lock:
             gpu = min(self.gpus, key=lambda g: self._busy[g])
             self._busy[gpu] += 1
+        gate = self._gates[gpu]
         try:
-            return _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+            with gate.shared():
+                res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+            # Several evaluations at a time on one GPU: a neighbour may have taken what it lacked.
+            if _short_of_resources(res) and self.jobs > len(self.gpus):
+                with gate.alone():
+                    with self._lock:
+                        self.reruns += 1
+                    res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+            return res
         finally:
             with self._lock:
                 self._busy[gpu] -= 1
