@@ -67,6 +67,8 @@ def main() -> int:
     p.add_argument("--solutions", default=None)
     p.add_argument("--kernelbench", default=None)
     p.add_argument("--policy", default="kernelbench")
+    p.add_argument("--only", default=None,
+                   help="comma-separated substrings: keep only the candidates whose name contains one")
     p.add_argument("--timing-budget", type=float, default=None, help="EvalConfig.timing_budget_s (default: its own)")
     p.add_argument("--min-iters", type=int, default=None, help="EvalConfig.min_iters (default: its own)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here (after every step)")
@@ -78,6 +80,11 @@ def main() -> int:
     extra = {k: v for k, v in (("timing_budget_s", args.timing_budget), ("min_iters", args.min_iters)) if v is not None}
     cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy, **extra)
     cands = candidates(device, args.solutions, args.kernelbench)
+    if args.only:
+        keys = args.only.split(",")
+        cands = [c for c in cands if any(k in c[0] for k in keys)]
+        if not cands:
+            p.error(f"--only {args.only}: no candidate's name contains any of these")
     console = Console(stderr=True)
     figures: dict = {"device": device, "candidates": len(cands), "config": cfg.to_json()}
 
@@ -113,7 +120,8 @@ def main() -> int:
         first = ev.map([(t, c) for _, t, c in cands])
         figures["first_pass_s"] = time.monotonic() - t0
         console.print(f"first pass: {len(cands)} evaluations in {figures['first_pass_s']:.1f} s")
-        bad = [name for (name, _, _), r in zip(cands, first) if not r.correct]
+        bad = {name: [f"{x.code.value}: {x.message[:300]}" for x in r.reasons]
+               for (name, _, _), r in zip(cands, first) if not r.correct}
         if bad:
             console.print(f"[red]not correct: {bad}[/]")
             figures["not_correct"] = bad
@@ -194,6 +202,11 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
         spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
         figures.setdefault("stability_candidate_ms", {})[name] = [
             r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]
+        # the spread inside each evaluation (interquartile range over median of its samples): noise
+        # a longer budget averages away, unlike a shift between evaluations
+        figures.setdefault("stability_candidate_iqr", {})[name] = [
+            round(r.times_ms["candidate"].iqr / r.times_ms["candidate"].median, 4)
+            if r.times_ms.get("candidate") else None for r in rs]
         console.print(f"stability {name} (eager {eager[name]:.3f} ms): " + " ".join(f"{s:.4f}" for s in speedups))
     figures["stability"] = spread
     figures["stability_max_over_min"] = max(spread.values(), default=None)

@@ -1,0 +1,128 @@
+"""Where does the spread of a timed sub-millisecond call come from? A diagnostic for the [speed]
+stability target: the same workloads timed by several protocols, each in 5 fresh processes (as 5
+evaluations would), printing per protocol the spread inside one process (IQR / median of the batch
+means) and between processes (max / min of their medians, for several estimators).
+
+    python benchmarks/timing_noise.py [--procs 5] [--batches 150]
+
+Protocols: `harness` is the evaluator's (`worker.timed_call`: L2 flush, trivial kernel, host clock
+around the call and a device-wide synchronize); `events` the same with CUDA events around the call;
+`spin` replaces the trivial kernel with about 0.1 ms of busy work (clocks up before the call); `ring`
+cycles batch by batch through 6 sets of input buffers allocated at different places (is the spread
+between processes a matter of where the buffers lie?).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+WORKLOADS = ("gelu", "matmul", "relu")
+PROTOCOLS = ("harness", "events", "spin", "ring")
+
+
+def child(workload: str, batches: int, calls: int) -> dict:
+    import torch
+
+    from cuda_agent.evaluate.timing import Timer
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    dev = torch.device("cuda")
+    timer = Timer(dev)
+    if workload == "gelu":  # about 0.2 ms: tanh-GELU on 32M floats
+        xs = [torch.randn(4096, 8192, device=dev) for _ in range(calls)]
+
+        def fn(x):
+            return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))
+        args = [(x,) for x in xs]
+    elif workload == "matmul":  # about 0.4 ms with TF32
+        a = [torch.randn(4096, 4096, device=dev) for _ in range(calls)]
+        b = torch.randn(4096, 4096, device=dev)
+        fn = torch.matmul
+        args = [(x, b) for x in a]
+    else:  # about 3 ms: relu over 1.6G floats... scaled down to 0.8 ms
+        xs = [torch.randn(16384, 16384, device=dev) for _ in range(calls)]
+        fn = torch.relu
+        args = [(x,) for x in xs]
+    ring = [[tuple(t.clone() for t in arg) for arg in args] for _ in range(6)]  # 6 more placements
+    spin_a = torch.randn(1024, 1024, device=dev)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def one(arg, protocol: str) -> float:
+        timer.flush()
+        if protocol == "spin":
+            for _ in range(4):
+                spin_a @ spin_a
+            torch.cuda.synchronize()
+        else:
+            timer.touch()
+        with torch.no_grad():
+            if protocol == "events":
+                start.record()
+                fn(*arg)
+                end.record()
+                torch.cuda.synchronize()
+                return start.elapsed_time(end)
+            t0 = time.perf_counter()
+            fn(*arg)
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t0) * 1e3
+
+    for proto in PROTOCOLS:  # warm-up
+        for arg in args:
+            one(arg, proto)
+    means: dict[str, list[float]] = {k: [] for k in PROTOCOLS}
+    calls_ms: dict[str, list[float]] = {k: [] for k in PROTOCOLS}
+    for i in range(batches):  # the protocols interleaved batch by batch, rotating the order
+        for proto in PROTOCOLS[i % 4:] + PROTOCOLS[:i % 4]:
+            ms = [one(arg, proto) for arg in (ring[i % 6] if proto == "ring" else args)]
+            calls_ms[proto].extend(ms)
+            means[proto].append(sum(ms) / len(ms))
+    return {k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}
+            for k in PROTOCOLS}
+
+
+def estimators(xs: list[float]) -> dict[str, float]:
+    s = sorted(xs)
+    q = statistics.quantiles(s, n=4)
+    k = len(s) // 10
+    return {"median": q[1], "q25": q[0], "mean": statistics.mean(s), "trim10": statistics.mean(s[k: len(s) - k]),
+            "min": s[0]}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--procs", type=int, default=5)
+    p.add_argument("--batches", type=int, default=150)
+    p.add_argument("--calls", type=int, default=8)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.batches, args.calls)))
+        return 0
+    print(f"{'workload':8} {'protocol':8} {'ms':>7} {'callCV':>7} {'IQR/med':>8}  between processes (max/min - 1):")
+    for w in WORKLOADS:
+        procs = []
+        for _ in range(args.procs):
+            out = subprocess.run([sys.executable, __file__, "--child", w, "--batches", str(args.batches),
+                                  "--calls", str(args.calls)], capture_output=True, text=True, check=True)
+            procs.append(json.loads(out.stdout.splitlines()[-1]))
+        for proto in PROTOCOLS:
+            runs = [r[proto] for r in procs]
+            ests = [estimators(r["means"]) for r in runs]
+            inside = statistics.median((statistics.quantiles(r["means"], n=4)[2] - statistics.quantiles(r["means"], n=4)[0])
+                                       / statistics.median(r["means"]) for r in runs)
+            between = {k: max(e[k] for e in ests) / min(e[k] for e in ests) - 1 for k in ests[0]}
+            med = statistics.median(e["median"] for e in ests)
+            cv = statistics.median(r["call_cv"] for r in runs)
+            print(f"{w:8} {proto:8} {med:7.4f} {cv:7.2%} {inside:8.2%}  "
+                  + " ".join(f"{k} {v:.2%}" for k, v in between.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
