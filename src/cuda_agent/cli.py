@@ -448,6 +448,74 @@ def _agent(args: argparse.Namespace, config):
     return client, cfg
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    """Make (or resume) a dataset of tasks: compose, filter, decontaminate, deduplicate; print a summary."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from cuda_agent.evaluate.device import resolve_device
+    from cuda_agent.synth.compose import parse_mix
+    from cuda_agent.synth.pipeline import Progress as SynthProgress, SynthConfig, run_synth
+
+    device = resolve_device(args.device)
+    window = None
+    if args.window:
+        try:
+            lo, hi = (float(x) for x in args.window.split(","))
+        except ValueError:
+            raise CudaAgentError(f"--window {args.window!r}: give LO,HI in milliseconds, e.g. 1,100") from None
+        if not 0 <= lo < hi:
+            raise CudaAgentError(f"--window {args.window!r}: LO must be >= 0 and under HI")
+        window = (lo, hi)
+    if args.kernelbench is None:
+        _console(stderr=True).print("[yellow]no --kernelbench: drafts are not checked against KernelBench "
+                                    "(max_kernelbench_similarity is 0 for all)[/]")
+    llm = None
+    if args.composer == "llm":
+        if not (args.base_url and args.model):
+            raise CudaAgentError("--composer llm takes --base-url and --model")
+        from cuda_agent.agent.llm import ChatClient
+
+        llm = ChatClient(args.base_url, args.model, api_key_env=args.api_key_env or None,
+                         timeout_s=args.request_timeout)
+    cfg = SynthConfig(out=args.out, n=args.n, device=device, seed=args.seed, composer=args.composer,
+                      mix=parse_mix(args.mix), window_ms=window, threshold=args.threshold,
+                      kernelbench=args.kernelbench, workers=args.workers, timeout_s=args.timeout,
+                      max_attempts=args.max_attempts, model=args.model if args.composer == "llm" else None)
+    err = _console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[attempts]} attempts"), TimeRemainingColumn(),
+                  console=err, transient=True) as progress, _stdout_reserved(args.json):
+        bar = progress.add_task(f"synth {args.out} on {device}", total=args.n, attempts=0)
+
+        def start(accepted: int, done: int) -> None:
+            if done:
+                err.print(f"resuming {args.out}: {accepted} accepted of {done} attempts")
+            progress.update(bar, completed=accepted, attempts=done)
+
+        def commit(o) -> None:
+            progress.update(bar, advance=1 if o.row else 0, attempts=o.attempt + 1,
+                            description=f"synth {o.draft.name if o.draft else o.attempt}")
+
+        summary = run_synth(cfg, llm, SynthProgress(start=start, commit=commit))
+    if args.json:
+        print(json.dumps(summary))
+        return 0 if summary["complete"] else 1
+    from rich.table import Table
+
+    table = Table(title=f"synth {args.out} on {device}", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value")
+    for k in ("accepted", "attempts", "wall_s"):
+        table.add_row(k, str(summary[k]))
+    table.add_row("rejections", ", ".join(f"{k} {v}" for k, v in summary["rejections"].items()) or "none")
+    _console().print(table)
+    print(f"tasks: {args.out / 'tasks.parquet'}\nstats: {summary['stats']}")
+    if not summary["complete"]:
+        print(f"stopped at --max-attempts with {summary['accepted']} of {args.n} tasks", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     """One agent episode on TASK: the workspace, trajectory.jsonl and result.json land in --out."""
     from cuda_agent.agent.loop import run_episode
@@ -528,6 +596,7 @@ EXAMPLES = {
     "report": "cuda-agent report my_model --compare baseline_model",
     "solve": "cuda-agent solve level1/19_ReLU.py --base-url http://localhost:8000/v1 --model my-model --out ep1/",
     "replay": "cuda-agent replay ep1/trajectory.jsonl",
+    "synth": "cuda-agent synth --out data/ops --n 500 --device cuda --seed 0 --kernelbench KernelBench/",
 }
 
 
@@ -634,6 +703,37 @@ def build_parser() -> argparse.ArgumentParser:
     _add_agent_options(p, required=True)
     _add_eval_options(p)
     p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("synth", help="make a dataset of training tasks: compose operators, filter, decontaminate",
+                       description="Compose 1-5 catalogued operators into KernelBench-format tasks (offline, or "
+                       "written by an LLM), keep those that run in eager and torch.compile and agree, are "
+                       "deterministic, give non-constant input-dependent output and take a time inside the "
+                       "window, drop those too similar to KernelBench or to each other. OUT gets tasks.jsonl, "
+                       "tasks.parquet, rejections.jsonl and stats.md; the same OUT resumes.",
+                       epilog=f"example: {EXAMPLES['synth']}")
+    p.add_argument("--out", type=Path, required=True, help="output folder (a run there resumes)")
+    p.add_argument("--n", type=_positive(int), required=True, help="tasks to accept")
+    p.add_argument("--device", default="auto", help="cuda, cpu or auto (default: cuda when there is a GPU)")
+    p.add_argument("--seed", type=int, default=0, help="the run's seed: attempt i draws from (seed, i) (default 0)")
+    p.add_argument("--composer", choices=["offline", "llm"], default="offline",
+                   help="offline (shape-aware, default) or llm (--base-url/--model write the tasks)")
+    p.add_argument("--kernelbench", type=Path, default=None,
+                   help="a KernelBench checkout: drafts at or over --threshold AST similarity to its levels 1-3 are dropped")
+    p.add_argument("--threshold", type=float, default=0.9, help="decontamination threshold (default 0.9)")
+    p.add_argument("--window", default=None, help="eager time per call to keep, LO,HI in ms "
+                   "(default 1,100 on cuda, 0.5,50 on cpu)")
+    p.add_argument("--mix", default=None, help="share of tasks by operator count, e.g. 1:0.05,2:0.838,3:0.07,4:0.03,5:0.012 "
+                   "(the default, close to the paper's)")
+    p.add_argument("--workers", type=_positive(int), default=None,
+                   help="probe processes (default 4 per GPU, 2 on the CPU backend)")
+    p.add_argument("--timeout", type=_positive(float), default=300.0, help="seconds one draft may take (default 300)")
+    p.add_argument("--max-attempts", type=_positive(int), default=None, help="give up after this many drafts (default 50 x N)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
+    p.add_argument("--base-url", default=None, help="--composer llm: the chat-completions endpoint (…/v1)")
+    p.add_argument("--model", default=None, help="--composer llm: the model name")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="--composer llm: variable holding the API key")
+    p.add_argument("--request-timeout", type=_positive(float), default=600.0, help="--composer llm: seconds per request")
+    p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
                        epilog=f"example: {EXAMPLES['replay']}")

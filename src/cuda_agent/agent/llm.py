@@ -37,14 +37,18 @@ class ChatClient:
         self.client = openai.OpenAI(base_url=base_url, api_key=key or "EMPTY", timeout=timeout_s,
                                     max_retries=max_retries)
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
+        """One completion; `tools` go to the API only when there are some (some servers reject an empty
+        list, and a plain completion needs none)."""
         kw: dict[str, Any] = {}
+        if tools:
+            kw["tools"] = tools
         if self.temperature is not None:
             kw["temperature"] = self.temperature
         if self.max_tokens is not None:
             kw["max_tokens"] = self.max_tokens
         t0 = time.monotonic()
-        resp = self.client.chat.completions.create(model=self.model, messages=messages, tools=tools, **kw)
+        resp = self.client.chat.completions.create(model=self.model, messages=messages, **kw)
         choice = resp.choices[0]
         msg = choice.message
         out: dict[str, Any] = {"role": "assistant", "content": msg.content or ""}

@@ -371,8 +371,9 @@ def load_hf_kernelbench(
 
 def load_taskset(spec: str | Path, levels: Iterable[int] | None = None) -> list[Task]:
     """The tasks of a TASKSET argument: `examples` (the bundled ones), a KernelBench checkout (its
-    root, its `KernelBench/` folder, or a folder of `levelN/`), a task file (`.py`), or a dataset
-    file or folder (`.jsonl`, `.parquet`, ...: KernelBench's or one made by `cuda-agent synth`)."""
+    root, its `KernelBench/` folder, or a folder of `levelN/`), a task file (`.py`), a dataset file or
+    folder (`.jsonl`, `.parquet`, ...: KernelBench's or one made by `cuda-agent synth`), or the output
+    folder of `cuda-agent synth` (its tasks.jsonl)."""
     if str(spec) == "examples":
         from cuda_agent.examples import example_tasks  # examples build on tasks, not the reverse
 
@@ -383,6 +384,8 @@ def load_taskset(spec: str | Path, levels: Iterable[int] | None = None) -> list[
     if path.is_file() and path.suffix.lower() in _LOCAL_FORMATS:
         return load_hf_kernelbench(path, levels=levels)
     if path.is_dir():
+        if (path / "synth.json").is_file() and (path / "tasks.jsonl").is_file():  # a `cuda-agent synth` folder
+            return load_hf_kernelbench(path / "tasks.jsonl", levels=levels)
         if _level_dirs(path) or _level_dirs(path / "KernelBench"):
             return load_kernelbench(path, levels=levels)
         return load_hf_kernelbench(path, levels=levels)
