@@ -170,3 +170,15 @@ def test_llm_composer_feeds_the_same_filters(tmp_path):
     assert summary["rejections"] == {"no_code": 1, "constant_output": 1}
     row = json.loads((tmp_path / "llm" / "tasks.jsonl").read_text())
     assert row["composer"] == "llm" and row["attempt"] == 2 and "torch.tanh(x)" in row["code"]
+
+
+def test_a_broken_probe_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
+    from cuda_agent.errors import CudaAgentError
+    from cuda_agent.synth import filters
+
+    monkeypatch.setattr(filters.ProbePool, "fit",
+                        lambda self, source, name, scalable: filters.Verdict(False, "probe_error", "boom"))
+    with pytest.raises(CudaAgentError, match="probe.log"):
+        run_synth(SynthConfig(out=tmp_path / "ds", n=2, device="cpu", workers=1))
+    lines = (tmp_path / "ds" / "rejections.jsonl").read_text().splitlines()
+    assert len(lines) == 20 and all(json.loads(x)["reason"] == "probe_error" for x in lines)

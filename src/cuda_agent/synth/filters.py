@@ -108,7 +108,7 @@ class ProbePool:
 
     def probe(self, source: str, name: str) -> dict[str, Any]:
         worker = self._idle.get()
-        lock = DeviceLock.of(self.lock_dir, self.device, worker.gpu).base if self.device == "cuda" else None
+        lock = DeviceLock.of(self.lock_dir, self.device, worker.gpu).base  # the evaluator's lock of that device
         req = {"id": name, "name": name, "source": source, "device": self.device, "window_ms": list(self.window_ms),
                "atol": ATOL, "rtol": RTOL, "budget_s": self.budget_s, "lock": lock}
         reply = worker.ask(req, self.timeout_s)

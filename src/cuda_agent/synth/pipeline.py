@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent.errors import UsageError
+from cuda_agent.errors import CudaAgentError, UsageError
 from cuda_agent.synth.compose import DEFAULT_MIX, Draft, compose_offline
 from cuda_agent.synth.filters import WINDOWS, ProbePool
 from cuda_agent.synth.similarity import SimilarityIndex, fingerprint, kernelbench_index
+
+# Rejections that say the machinery failed rather than the draft; a run of them stops the run.
+_BROKEN = ("probe_error", "crash", "timeout")
+_BROKEN_RUN = 20
 
 ROW_KEYS = ("id", "code", "ops", "families", "num_ops", "eager_ms", "compile_ms", "max_kernelbench_similarity",
             "kernelbench_match", "seed", "attempt", "composer", "batch_size")
@@ -215,6 +219,15 @@ def _loop(cfg, llm, pool, kb, accepted, rows, rejections, next_attempt, max_atte
                     rf.flush()
                 progress.commit(o)
                 commit_at += 1
+                last = rejections[-_BROKEN_RUN:]
+                if (len(last) == _BROKEN_RUN and not (rows and rows[-1]["attempt"] > last[0]["attempt"])
+                        and all(r["reason"] in _BROKEN for r in last)):
+                    for f in inflight.values():
+                        f.cancel()
+                    raise CudaAgentError(
+                        f"the last {_BROKEN_RUN} drafts all failed in the probe ({last[-1]['reason']}: "
+                        f"{last[-1]['message'][:300]}); this is not the drafts' fault: see {cfg.out / 'probe.log'}. "
+                        "Fix the cause and run the same command again: it resumes")
         for f in inflight.values():
             f.cancel()
 

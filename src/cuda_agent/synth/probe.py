@@ -10,7 +10,8 @@ twice give different outputs), `constant_output` (every output element the same)
 `input_independent` (other inputs give outputs within the evaluator's tolerance of the first: a
 constant answer would pass the evaluator), `too_fast` / `too_slow` (eager time per call outside the
 window; the caller may rescale the batch and try again), `compile_error`, `compile_mismatch`
-(torch.compile's output is not within the evaluator's tolerance of eager's).
+(torch.compile's output is not within the evaluator's tolerance of eager's). `probe_error`: the
+probe itself failed (a bug of ours, or a task breaking it in a way no stage caught).
 
 Times are taken the evaluator's way (`worker.timed_call`: caches flushed, host clock around the call
 and a device-wide synchronize), median of the calls in a short budget, with the GPU to itself
@@ -80,7 +81,9 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
 
     device = torch.device(req["device"])
     lock = DeviceLock(req["lock"]) if req.get("lock") else None
-    exclusive = lock.exclusive(600) if lock else contextlib.nullcontext()
+
+    def exclusive():  # a fresh context each time: a lock's context manager serves one `with` only
+        return lock.exclusive(600) if lock else contextlib.nullcontext()
     atol, rtol = req["atol"], req["rtol"]
     lo, hi = req["window_ms"]
     ns: dict[str, Any] = {"__name__": f"synth_{req['name']}"}
@@ -139,7 +142,7 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
                      "the first: a constant answer would pass the evaluator")
 
     timer = Timer(device)
-    with exclusive:
+    with exclusive():
         eager_ms = _time_ms(timer, model, xa, req["budget_s"])
     facts = {"eager_ms": round(eager_ms, 5), "peak_bytes": int(peak), "out_shapes": shapes}
     if eager_ms < lo:
@@ -161,7 +164,7 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
             err = (x - y).abs().max().item() if x.shape == y.shape else float("nan")
             raise Reject("compile_mismatch", f"torch.compile's output differs from eager's by {err:.3g} "
                          f"(max abs; atol={atol}, rtol={rtol})", **facts)
-    with exclusive:
+    with exclusive():
         compile_ms = _time_ms(timer, compiled, xa, req["budget_s"])
     return {**facts, "compile_ms": round(compile_ms, 5)}
 
@@ -177,7 +180,7 @@ def main() -> None:
         try:
             reply = probe(req)
         except BaseException as exc:  # noqa: BLE001 - the reply must come back whatever happened
-            reply = {"ok": False, "reason": "crash", "message": _trace(exc)}
+            reply = {"ok": False, "reason": "probe_error", "message": _trace(exc)}
         reply["id"] = req.get("id")
         proto.write(json.dumps(reply) + "\n")
 
