@@ -170,9 +170,9 @@ def test_ray_evaluator_on_a_local_cluster(tmp_path):
 
 
 def test_gate_runs_a_solo_with_nobody_else_inside():
-    from cuda_agent.evaluate.evaluator import _Gate
+    from cuda_agent.evaluate.locks import Gate
 
-    gate, seen, inside = _Gate(), [], [0]
+    gate, seen, inside = Gate(), [], [0]
     guard = threading.Lock()
 
     def work(kind: str, hold: float) -> None:

@@ -97,15 +97,15 @@ def test_drafts_are_reproducible_and_the_mix_is_respected():
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="needs ../shared/kernelbench")
 def test_synth_run_end_to_end(tmp_path):
     out = tmp_path / "ds"
-    cmd = [sys.executable, "-m", "cuda_agent", "synth", "--out", str(out), "--n", "16", "--device", "cpu",
+    cmd = [sys.executable, "-m", "cuda_agent", "synth", "--out", str(out), "--n", "24", "--device", "cpu",
            "--seed", "3", "--kernelbench", str(KERNELBENCH), "--json", "--window", "0.2,50"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
-    assert summary["accepted"] == 16 and summary["complete"]
+    assert summary["accepted"] == 24 and summary["complete"]
     rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     rejections = [json.loads(line) for line in (out / "rejections.jsonl").read_text().splitlines()]
-    assert len(rows) == 16 and summary["attempts"] == len(rows) + len(rejections)
+    assert len(rows) == 24 and summary["attempts"] == len(rows) + len(rejections)
     assert sorted(r["attempt"] for r in rows + rejections) == list(range(summary["attempts"]))
     index = kernelbench_index(KERNELBENCH)
     for r in rows:
@@ -127,9 +127,9 @@ def test_synth_run_end_to_end(tmp_path):
         assert isinstance(y, torch.Tensor) and torch.isfinite(y).all()
     datasets = pytest.importorskip("datasets")
     ds = datasets.load_dataset("parquet", data_files=str(out / "tasks.parquet"), split="train")
-    assert ds.num_rows == 16 and ds[0]["id"] == rows[0]["id"] and list(ds[0]["ops"]) == rows[0]["ops"]
+    assert ds.num_rows == 24 and ds[0]["id"] == rows[0]["id"] and list(ds[0]["ops"]) == rows[0]["ops"]
     stats = (out / "stats.md").read_text()
-    assert "16" in stats and (out / "num_ops.png").stat().st_size > 1000
+    assert "24" in stats and (out / "num_ops.png").stat().st_size > 1000
 
 
 def test_a_run_resumes_where_it_stopped(tmp_path):
@@ -182,3 +182,20 @@ def test_a_broken_probe_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
         run_synth(SynthConfig(out=tmp_path / "ds", n=2, device="cpu", workers=1))
     lines = (tmp_path / "ds" / "rejections.jsonl").read_text().splitlines()
     assert len(lines) == 20 and all(json.loads(x)["reason"] == "probe_error" for x in lines)
+
+
+def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
+    """The first probe of this draft 'runs out of memory' (as beside a big neighbour on a GPU); with
+    two probes on the device it is probed again alone and accepted."""
+    flag = tmp_path / "first"
+    oom_once = _task(f"import os\n        if not os.path.exists({str(flag)!r}):\n"
+                     f"            open({str(flag)!r}, 'w').close()\n"
+                     "            raise torch.OutOfMemoryError('CUDA out of memory (a neighbour)')\n"
+                     "        return torch.tanh(x) * self.w")
+    p = ProbePool("cpu", 2, [None], tmp_path / "probe.log", tmp_path / "locks", timeout_s=120, window_ms=(0.05, 50.0))
+    try:
+        v = p.fit(oom_once, "oom-once", True)
+        assert v.ok, (v.reason, v.message)
+        assert p.reruns == 1 and flag.exists()
+    finally:
+        p.close()

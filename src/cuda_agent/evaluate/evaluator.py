@@ -13,14 +13,13 @@ a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have th
 while the other evaluations' trials and checks share it between timings and their builds go on
 beside. Neighbours can still crowd each other out of GPU memory: an evaluation that fails for want of
 a resource (out of memory, or any infra-kind reason such as a reference that could not allocate its
-inputs) while it shared its GPU is run again alone on it (`_Gate`), and that verdict stands.
+inputs) while it shared its GPU is run again alone on it (`locks.Gate`), and that verdict stands.
 `evaluate()` of the package is the one-shot form of the same thing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +29,7 @@ from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation
-from cuda_agent.evaluate.locks import DeviceLock
+from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.evaluate.result import Code, EvalResult, Kind
 from cuda_agent.tasks import Task
 
@@ -66,45 +65,6 @@ class EvaluatorBase:
         self.close()
 
 
-class _Gate:
-    """Admission to one GPU. Evaluations share it (`shared`); a run `alone` waits until the running
-    ones are done and keeps new ones out until it ends (waiting solos go first: no starvation)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.running = 0  # evaluations inside, shared or alone
-        self._solos = 0  # runs alone, waiting or inside
-        self._solo_inside = False
-
-    @contextlib.contextmanager
-    def shared(self):
-        with self._cond:
-            self._cond.wait_for(lambda: self._solos == 0)
-            self.running += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.running -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def alone(self):
-        with self._cond:
-            self._solos += 1
-            self._cond.wait_for(lambda: self.running == 0 and not self._solo_inside)
-            self.running += 1
-            self._solo_inside = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.running -= 1
-                self._solos -= 1
-                self._solo_inside = False
-                self._cond.notify_all()
-
-
 def _short_of_resources(res: EvalResult) -> bool:
     """A failure that a neighbour on the same GPU may have caused: out of memory, or infra-kind."""
     return any(r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA for r in res.reasons)
@@ -134,7 +94,7 @@ class Evaluator(EvaluatorBase):
                                    lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
-        self._gates = {g: _Gate() for g in self.gpus}
+        self._gates = {g: Gate() for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")

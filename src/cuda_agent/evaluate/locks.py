@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -105,3 +106,44 @@ def _acquire(f, mode: int, end: float, poll: float = 0.002) -> None:
             if time.monotonic() > end:
                 raise LockTimeout(f"{f.name}: not free in time") from None
             time.sleep(poll)
+
+
+class Gate:
+    """Admission of work to one device within a process (threads): jobs share it (`shared`); a job
+    run `alone` waits until the running ones are done and keeps new ones out until it ends (waiting
+    solos go first: no starvation). For a second try, alone, of a job that ran out of memory beside
+    others (`Evaluator`, the synth probes)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.running = 0  # evaluations inside, shared or alone
+        self._solos = 0  # runs alone, waiting or inside
+        self._solo_inside = False
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: self._solos == 0)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self._cond:
+            self._solos += 1
+            self._cond.wait_for(lambda: self.running == 0 and not self._solo_inside)
+            self.running += 1
+            self._solo_inside = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._solos -= 1
+                self._solo_inside = False
+                self._cond.notify_all()

@@ -1,6 +1,7 @@
 """The filters: drafted tasks run in probe processes (`probe.py`), several at a time over the GPUs,
 each with a time limit; a draft that hangs or crashes its process is rejected (`timeout`, `crash`)
-and the process replaced. `fit` adds the batch calibration: a draft outside the runtime window whose
+and the process replaced. A draft that runs out of memory while other probes share its GPU is probed
+again alone on it (`locks.Gate`). `fit` adds the batch calibration: a draft outside the runtime window whose
 work scales with `batch_size` is rescaled towards the window's geometric middle and probed again.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from cuda_agent.evaluate.locks import DeviceLock
+from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.synth.render import set_batch
 
 # The evaluator's default tolerances: a task must be judged the way candidates will be.
@@ -102,6 +103,9 @@ class ProbePool:
         self._all: list[_Worker] = []
         self._guard = threading.Lock()
         slots = [gpus[i % len(gpus)] for i in range(workers)]
+        self._gates = {g: Gate() for g in set(slots)}
+        self._shared = {g: slots.count(g) > 1 for g in set(slots)}  # other probes on the same device
+        self.reruns = 0  # drafts probed again alone after running out of memory beside others
         for w in _start_all(slots, log):
             self._all.append(w)
             self._idle.put(w)
@@ -111,7 +115,14 @@ class ProbePool:
         lock = DeviceLock.of(self.lock_dir, self.device, worker.gpu).base  # the evaluator's lock of that device
         req = {"id": name, "name": name, "source": source, "device": self.device, "window_ms": list(self.window_ms),
                "atol": ATOL, "rtol": RTOL, "budget_s": self.budget_s, "lock": lock}
-        reply = worker.ask(req, self.timeout_s)
+        gate = self._gates[worker.gpu]
+        with gate.shared():
+            reply = worker.ask(req, self.timeout_s)
+        if reply is not None and reply.get("reason") == "out_of_memory" and self._shared[worker.gpu]:
+            with gate.alone():
+                with self._guard:
+                    self.reruns += 1
+                reply = worker.ask(req, self.timeout_s)
         if reply is None:  # hung or died: replace the process
             died = worker.proc.poll() is not None
             worker.kill()

@@ -183,6 +183,18 @@ def main() -> None:
             reply = {"ok": False, "reason": "probe_error", "message": _trace(exc)}
         reply["id"] = req.get("id")
         proto.write(json.dumps(reply) + "\n")
+        _release()
+
+
+def _release() -> None:
+    """Give back what the last draft left cached: other probes share the GPU."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
