@@ -85,6 +85,26 @@ def test_pool_replaces_a_spare_that_died(tmp_path):
     assert not pool.dir.exists()
 
 
+def test_pool_hands_out_a_started_spare_before_one_still_starting(tmp_path):
+    pool = WarmPool(size=2)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(w.started() for w in pool.spares):
+            assert time.monotonic() < deadline, "the spares did not start"
+            time.sleep(0.1)
+        ready = {w.proc.pid for w in pool.spares}
+        fresh = pool._spawn()  # still importing torch: seconds from ready
+        pool.spares.insert(0, fresh)
+        assert not fresh.started()
+        work = tmp_path / "w"
+        work.mkdir()
+        w = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
+        assert w.proc.pid in ready and fresh in pool.spares
+        w.close()
+    finally:
+        pool.close()
+
+
 def _hold(lock: DeviceLock, exclusive: bool) -> tuple[threading.Event, threading.Event, threading.Thread]:
     held, release = threading.Event(), threading.Event()
 

@@ -17,6 +17,7 @@ import os
 import random
 import re
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -121,6 +122,18 @@ class _Worker:
         self.stderr = _BoundedReader(self.proc.stderr, output_limit)
         self.ready = False
         self.seq = 0
+
+    def started(self) -> bool:
+        """True once the process has said it is ready (its greeting is waiting or was read): for a
+        spare, torch imported and, on a GPU, its CUDA context made. Does not block."""
+        if self.proc.poll() is not None:
+            return False
+        if self.ready:
+            return True
+        try:
+            return bool(select.select([self.chan.sock], [], [], 0)[0])
+        except (OSError, ValueError):  # closed
+            return False
 
     def become(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> "_Worker":
         """Give a spare its role, directory and the evaluation's environment (worker._become)."""
@@ -269,7 +282,9 @@ class WarmPool:
         with self.lock:
             if self.closed:
                 raise RuntimeError("this WarmPool is closed")
-            worker = self.spares.pop(0) if self.spares else None
+            # a spare that has finished starting first, else the oldest (the nearest to ready)
+            pick = next((i for i, w in enumerate(self.spares) if w.started()), 0)
+            worker = self.spares.pop(pick) if self.spares else None
             self.taken += 1
         self._fill()  # the replacement imports torch while this evaluation runs
         if worker is not None:
