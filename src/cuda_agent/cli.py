@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -773,6 +775,10 @@ def _add_agent_options(p: argparse.ArgumentParser, required: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # `kill` and `timeout` send SIGTERM: unwind as for Ctrl-C so that pools close their processes and runs
+    # record where they stopped (synth's wall time, bench's partial results) instead of dying mid-write.
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return args.func(args)
     except CudaAgentError as exc:
@@ -781,3 +787,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -67,10 +67,17 @@ def _time_ms(timer: Any, fn: Any, args: list, budget_s: float, min_calls: int = 
 
 def probe(req: dict[str, Any]) -> dict[str, Any]:
     """Check one draft (request keys: source, name, device, window_ms, atol, rtol, budget_s, lock)."""
+    import torch
+
     try:
         return {"ok": True, **_probe(req)}
     except Reject as r:
         return {"ok": False, "reason": r.reason, "message": r.message, **r.extra}
+    except torch.OutOfMemoryError as exc:
+        # Out of memory outside the forward (the checks and the timing allocate too) is the same verdict,
+        # and the pool probes the draft again alone when others share its GPU; the first 500-task H200 run
+        # lost 10 of 587 drafts to probe_error so.
+        return {"ok": False, "reason": "out_of_memory", "message": _trace(exc, 600)}
 
 
 def _probe(req: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +102,8 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
     try:
         torch.manual_seed(INIT_SEED)
         model = model_cls(*get_init()).to(device)
+    except torch.OutOfMemoryError as exc:
+        raise Reject("out_of_memory", _trace(exc, 600)) from None
     except Exception as exc:  # noqa: BLE001
         raise Reject("init_error", _trace(exc)) from None
 
@@ -157,6 +166,8 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
             c1 = _tensors(compiled(*xa))
     except Reject:
         raise
+    except torch.OutOfMemoryError as exc:
+        raise Reject("out_of_memory", _trace(exc, 600), **facts) from None
     except Exception as exc:  # noqa: BLE001
         raise Reject("compile_error", _trace(exc), **facts) from None
     for x, y in zip(a1, c1):
