@@ -71,6 +71,8 @@ def main() -> int:
                    help="comma-separated substrings: keep only the candidates whose name contains one")
     p.add_argument("--timing-budget", type=float, default=None, help="EvalConfig.timing_budget_s (default: its own)")
     p.add_argument("--min-iters", type=int, default=None, help="EvalConfig.min_iters (default: its own)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any other EvalConfig field, e.g. --set timed_check_fraction=0.01 --set batch_calls=1")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here (after every step)")
     p.add_argument("--steps", default=",".join(sorted(STEPS)),
                    help="which measurements, comma-separated (default: all); the caches are always filled first")
@@ -78,7 +80,19 @@ def main() -> int:
     device = resolve_device(args.device)
     cache = Path(tempfile.mkdtemp(prefix="cuda-agent-bench-"))
     extra = {k: v for k, v in (("timing_budget_s", args.timing_budget), ("min_iters", args.min_iters)) if v is not None}
-    cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy, **extra)
+    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or name not in fields:
+            p.error(f"--set {item}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
+        try:
+            extra[name] = json.loads(value)
+        except json.JSONDecodeError:
+            extra[name] = value
+    try:
+        cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy, **extra)
+    except (TypeError, ValueError) as exc:
+        p.error(f"--set: {exc}")
     cands = candidates(device, args.solutions, args.kernelbench)
     if args.only:
         keys = args.only.split(",")

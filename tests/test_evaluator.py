@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import threading
@@ -227,7 +228,7 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
     calls, gates = [], []
 
     class Fake:
-        def __init__(self, task, cand, cfg, pool, gpu):
+        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False):
             self.cand = cand
 
         def run(self):
@@ -251,3 +252,24 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
         assert calls.count("oom") == 2 and calls.count("bad") == 1
         assert ev.reruns == 1
     assert [n for c, n in gates if c == "oom"][-1] == 1  # the second run had the device to itself
+
+
+def test_teardown_in_the_background_keeps_the_whole_output_and_reaps_the_processes(tmp_path):
+    """The Evaluator returns a verdict once the workers' output is in, while they exit (on a GPU
+    their CUDA contexts take ~0.2 s to go); the output is whole, and close() waits for the exits."""
+    task = load_task(TASK)
+    pidfile = tmp_path / "pid"
+    src = (DATA / "relu_bias_model_new.py").read_text().replace(
+        "torch.relu(x + self.bias)", "(print('forward-marker', file=sys.stderr), torch.relu(x + self.bias))[1]")
+    src = (f"import os, sys\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+           "print('import-marker')\n") + src
+    (tmp_path / "loud.py").write_text(src)
+    cfg = dataclasses.replace(_cfg(tmp_path, timing=False), policy="none")  # it writes a file
+    with Evaluator(cfg, jobs=1, warm=0) as ev:
+        res = ev.evaluate(task, load_candidate(tmp_path / "loud.py"))
+        assert res.correct, res.reasons
+        assert "import-marker" in res.candidate_output["stdout"]
+        assert res.candidate_output["stderr"].count("forward-marker") >= 2  # every call, the last one too
+        pid = int(pidfile.read_text())
+    status = Path(f"/proc/{pid}/status")
+    assert not status.exists() or "zombie" in status.read_text().lower(), "close() left a worker running"

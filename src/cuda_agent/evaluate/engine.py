@@ -209,13 +209,16 @@ class _Worker:
             except ProcessLookupError:
                 pass
 
-    def kill(self) -> None:
-        # The whole process group, even when the worker itself has exited: whatever it started
-        # (a background thread's subprocess, a compiler) must not outlive the evaluation.
+    def kill_group(self) -> None:
+        """SIGKILL the whole process group, even when the worker itself has exited: whatever it
+        started (a background thread's subprocess, a compiler) must not outlive the evaluation."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+    def kill(self) -> None:
+        self.kill_group()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -234,19 +237,64 @@ class _Worker:
         self.stderr.join(timeout=2)
 
 
-def _close_all(workers: list[_Worker]) -> None:
-    """Close workers together: each is asked to exit at once, then all are awaited (a process with a
-    CUDA context takes a while to go), then their process groups are killed."""
-    for w in workers:
-        if w.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                w.chan.send({"cmd": "exit"})
-    end = time.monotonic() + 5
-    for w in workers:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            w.proc.wait(timeout=max(end - time.monotonic(), 0.01))
-    for w in workers:
-        w.close()
+_TEARDOWNS: set[threading.Thread] = set()  # teardowns still reaping their processes (wait_teardowns)
+_TEARDOWNS_LOCK = threading.Lock()
+
+
+def wait_teardowns(timeout: float | None = None) -> None:
+    """Wait until every evaluation's workers have exited (their CUDA contexts are gone)."""
+    with _TEARDOWNS_LOCK:
+        threads = list(_TEARDOWNS)
+    end = None if timeout is None else time.monotonic() + timeout
+    for t in threads:
+        t.join(None if end is None else max(end - time.monotonic(), 0.0))
+
+
+def _close_all(workers: list[_Worker], lock: DeviceLock | None) -> threading.Thread:
+    """Close an evaluation's workers together; returns once their output is complete.
+
+    Each worker is asked to exit; it closes its stdout and stderr before it exits (worker.main), so
+    the output is whole before its CUDA context goes, which takes ~0.2 s on an H200. Then every
+    process group is killed (whatever the candidate started goes too), and the returned thread goes
+    on to reap the processes. All of it holds the device lock shared (contexts are not destroyed
+    during someone's timing). Join the thread, or `wait_teardowns`, to know the processes gone."""
+    collected = threading.Event()
+
+    def run() -> None:
+        try:
+            with lock.shared(30, required=False) if lock else contextlib.nullcontext():
+                for w in workers:
+                    if w.proc.poll() is None:
+                        with contextlib.suppress(OSError):
+                            w.chan.send({"cmd": "exit"})
+                # Output complete (both pipes at EOF), or the process gone (a child may hold its pipes).
+                end = time.monotonic() + 5
+                while time.monotonic() < end and not all(
+                        w.proc.poll() is not None or not (w.stdout.is_alive() or w.stderr.is_alive())
+                        for w in workers):
+                    time.sleep(0.002)
+                for w in workers:
+                    w.kill_group()
+                for w in workers:
+                    w.stdout.join(timeout=2)
+                    w.stderr.join(timeout=2)
+                collected.set()
+                end = time.monotonic() + 10
+                for w in workers:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        w.proc.wait(timeout=max(end - time.monotonic(), 0.01))
+                    w.kill()
+        finally:
+            collected.set()
+            with _TEARDOWNS_LOCK:
+                _TEARDOWNS.discard(threading.current_thread())
+
+    thread = threading.Thread(target=run, name="cuda-agent-teardown")
+    with _TEARDOWNS_LOCK:
+        _TEARDOWNS.add(thread)
+    thread.start()
+    collected.wait()
+    return thread
 
 
 class WarmPool:
@@ -331,8 +379,11 @@ def _sweep_stale(work: Path | None) -> None:
 
 class _Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
-                 gpu: str | None = None):
+                 gpu: str | None = None, background_teardown: bool = False):
+        """`background_teardown`: return the verdict once the workers' output is in, while their
+        processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`)."""
         self.task, self.cand, self.cfg = task, candidate, config
+        self.background_teardown = background_teardown
         self.pool, self.gpu = pool, gpu  # warm workers to take from; the GPU (index) it runs on
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
         self.workers: list[_Worker] = []
@@ -387,8 +438,9 @@ class _Evaluation:
                 traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
             t0 = time.monotonic()
-            with self.lock.shared(30, required=False):  # CUDA contexts go: not during someone's timing
-                _close_all(self.workers)
+            reaping = _close_all(self.workers, self.lock)
+            if not self.background_teardown:
+                reaping.join()
             self._phase("teardown", t0)
             cand = next((w for w in self.workers if w.role == "candidate"), None)
             if cand is not None:

@@ -28,7 +28,7 @@ from typing import Iterable
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, resolve_device
-from cuda_agent.evaluate.engine import WarmPool, _Evaluation
+from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.evaluate.result import Code, EvalResult, Kind
 from cuda_agent.tasks import Task
@@ -121,6 +121,7 @@ class Evaluator(EvaluatorBase):
     def close(self) -> None:
         self._closed = True
         self._executor.shutdown(wait=True)
+        wait_teardowns()
         for pool in self._pools.values():
             if pool is not None:
                 pool.close()
@@ -134,13 +135,15 @@ class Evaluator(EvaluatorBase):
         gate = self._gates[gpu]
         try:
             with gate.shared():
-                res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+                res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
+                                  background_teardown=True).run()
             # Several evaluations at a time on one GPU: a neighbour may have taken what it lacked.
             if _short_of_resources(res) and self.jobs > len(self.gpus):
                 with gate.alone():
                     with self._lock:
                         self.reruns += 1
-                    res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu).run()
+                    res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
+                                      background_teardown=True).run()
             return res
         finally:
             with self._lock:
