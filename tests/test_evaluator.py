@@ -132,6 +132,8 @@ def test_device_lock_timing_alone_other_work_shared(tmp_path):
             pass
     with lock.shared(0.2, required=False) as got:  # teardown goes on regardless
         assert got is False
+    with lock.shared(0.2, required=False, queue=False) as got:  # nothing enters a running round
+        assert got is False
     with DeviceLock.of(tmp_path, "cuda", "1").exclusive(0.2):  # another GPU is free
         pass
     release.set()
@@ -161,6 +163,8 @@ def test_device_lock_timing_is_not_starved_by_other_work(tmp_path):
     with pytest.raises(LockTimeout):  # a new reader waits behind the writer
         with lock.shared(0.3):
             pass
+    with lock.shared(0.3, queue=False) as got:  # a spare's CUDA start goes ahead: no round is running
+        assert got is True
     r_release.set()
     assert w_held.wait(10)
     w_release.set()

@@ -560,7 +560,7 @@ def _warm_guard() -> None:
 
 def _warm_cuda(lock: str | None) -> None:
     """Create the CUDA context (~0.3 s) before it is needed; not while an evaluation times on the
-    device (locks.py)."""
+    device, but ahead of timed rounds that wait (locks.py)."""
     import torch
 
     from cuda_agent.evaluate.locks import DeviceLock
@@ -568,7 +568,7 @@ def _warm_cuda(lock: str | None) -> None:
     if lock is None:
         torch.empty(1, device="cuda")
         return
-    with DeviceLock(lock).shared(600, required=False, poll=0.05):
+    with DeviceLock(lock).shared(600, required=False, poll=0.01, queue=False):
         torch.empty(1, device="cuda")
         torch.cuda.synchronize()
 
