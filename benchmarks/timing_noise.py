@@ -5,9 +5,10 @@ means) and between processes (max / min of their medians, for several estimators
 
     python benchmarks/timing_noise.py [--procs 5] [--batches 150]
 
-Protocols: `harness` is the evaluator's (`worker.timed_call`: L2 flush, trivial kernel, host clock
-around the call and a device-wide synchronize); `events` the same with CUDA events around the call;
-`spin` replaces the trivial kernel with about 0.1 ms of busy work (clocks up before the call); `ring`
+Protocols: `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock
+around the call and a device-wide synchronize; `touch` was a trivial kernel until this diagnostic
+showed the spin's effect, and is now bf16 tensor-core work); `events` the same with CUDA events around
+the call; `spin` four TF32 1024x1024 products before the call instead (clocks up); `ring`
 cycles batch by batch through 6 sets of input buffers allocated at different places (is the spread
 between processes a matter of where the buffers lie?).
 """

@@ -34,7 +34,7 @@ from typing import Any
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.result import TimeStats
 
-PROTOCOL = 2  # bump when the timing method changes: entries measured the old way stop matching
+PROTOCOL = 3  # bump when the timing method changes: entries measured the old way stop matching
 
 # Device fields that make two timings comparable (not the host name or the device index: identical
 # GPUs share their baselines).
