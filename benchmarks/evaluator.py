@@ -246,10 +246,16 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
     batch = [(t, c) for _ in range(rounds) for _, t, c in cands]
     with Evaluator(cfg, jobs=jobs * n_gpus, gpus=gpus) as ev:
         ev.evaluate(*cands[0][1:])  # the pools warm up before the clock starts
-        t0 = time.monotonic()
+        t0, cpu0, machine0 = time.monotonic(), time.process_time(), _machine_cpu()
         loaded = ev.map(batch)
-        minutes = (time.monotonic() - t0) / 60
+        wall = time.monotonic() - t0
+        minutes = wall / 60
         figures[f"evals_per_minute_{n_gpus}gpu"] = len(batch) / minutes
+        # What bounds the rate: the harness process (one interpreter: near 1 core means its GIL),
+        # or the machine's cores (busy share over the run)?
+        busy, total = (b - a for a, b in zip(machine0, _machine_cpu()))
+        figures[f"harness_cores_{n_gpus}gpu"] = round((time.process_time() - cpu0) / wall, 2)
+        figures[f"machine_busy_{n_gpus}gpu"] = round(busy / total, 3) if total else None
         # the same candidates' speedups while other evaluations share the GPU (max/min)
         by_name: dict[str, list[float]] = {}
         for (name, _, _), r in zip([x for _ in range(rounds) for x in cands], loaded):
@@ -262,7 +268,18 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
         figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
         figures[f"phases_under_load_{n_gpus}gpu"] = _median_phases(loaded)
         figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
-    console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min")
+    console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min (harness "
+                  f"{figures[f'harness_cores_{n_gpus}gpu']} cores, machine {figures[f'machine_busy_{n_gpus}gpu']} busy)")
+
+
+def _machine_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores since boot, from /proc/stat ((0, 0) where unreadable)."""
+    try:
+        fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def _median_phases(results) -> dict[str, float]:
