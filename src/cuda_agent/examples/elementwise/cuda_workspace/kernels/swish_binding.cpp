@@ -1,6 +1,6 @@
 // Torch side of the Swish op: checks the tensor, allocates the output on x's device and launches
 // the kernel of swish.cu on the current CUDA stream.
-#include <torch/types.h>
+#include <ATen/core/Tensor.h>  // not torch/types.h: half the compile time
 #include <torch/csrc/utils/pybind.h>
 
 #include <c10/cuda/CUDAException.h>
@@ -12,13 +12,13 @@
 
 void swish_launcher(const float* x, float* y, int64_t n, cudaStream_t stream);  // kernels/swish.cu
 
-static torch::Tensor swish_forward(const torch::Tensor& x) {
+static at::Tensor swish_forward(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "swish_forward: x must be a CUDA tensor, got one on ", x.device());
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "swish_forward: x must be float32, got ",
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "swish_forward: x must be float32, got ",
               x.scalar_type());
   const c10::cuda::CUDAGuard guard(x.device());
-  const torch::Tensor xc = x.contiguous();
-  torch::Tensor y = torch::empty(xc.sizes(), xc.options());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = xc.new_empty(xc.sizes());
   swish_launcher(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
                  c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -1,19 +1,19 @@
 // Torch side of the row softmax: checks, output allocation, call into the kernel.
-#include <torch/types.h>
+#include <ATen/core/Tensor.h>  // not torch/types.h: half the compile time
 #include <torch/csrc/utils/pybind.h>
 
 #include "../binding_registry.h"
 
 void softmax_launcher(const float* x, float* y, int64_t rows, int64_t cols);  // kernels/softmax.cpp
 
-static torch::Tensor softmax_forward(const torch::Tensor& x) {
+static at::Tensor softmax_forward(const at::Tensor& x) {
   TORCH_CHECK(x.device().is_cpu(), "softmax_forward: x must be a CPU tensor, got one on ", x.device());
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "softmax_forward: x must be float32, got ",
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_forward: x must be float32, got ",
               x.scalar_type());
   TORCH_CHECK(x.dim() == 2, "softmax_forward: x must be 2-D [rows, cols], got ", x.dim(),
               " dimensions");
-  const torch::Tensor xc = x.contiguous();
-  torch::Tensor y = torch::empty(xc.sizes(), xc.options());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = xc.new_empty(xc.sizes());
   if (xc.size(1) > 0) {
     softmax_launcher(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.size(0),
                      xc.size(1));
