@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (nvidia-h200) that re-checks the code on a GPU: the CUDA half of the
+# adversarial suite, `cuda-agent bench` over KernelBench level 1 (device_bench.sh), and the GPU tests
+# of the evaluator. Each step has its own limit so that one slow step cannot starve the others.
+#   device run: bash benchmarks/device_checks.sh   (carry .kb = a copy of KernelBench's task folders)
+set -uo pipefail
+export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+t0=$(date +%s)
+timeout 200 python3 benchmarks/adversarial.py --device cuda --jobs 16 --cache-dir "$CUDA_AGENT_CACHE" \
+    > "$OUT/adversarial.log" 2>&1
+echo "adversarial: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/adversarial.log")"
+t0=$(date +%s)
+OUT="$OUT" timeout 100 bash benchmarks/device_bench.sh > "$OUT/bench.log" 2>&1
+echo "bench: rc $? in $(( $(date +%s) - t0 )) s"
+t0=$(date +%s)
+CUDA_AGENT_TEST_CACHE=$CUDA_AGENT_CACHE timeout 260 python3 -m pytest -q -m gpu -p no:cacheprovider \
+    tests/test_evaluate.py > "$OUT/pytest_gpu.log" 2>&1
+echo "gpu tests: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest_gpu.log")"
+grep -v "^ok " "$OUT/adversarial.log" | grep -v "^$" | tail -5
+tail -12 "$OUT/bench.log"
