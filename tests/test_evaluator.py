@@ -277,3 +277,43 @@ def test_teardown_in_the_background_keeps_the_whole_output_and_reaps_the_process
         pid = int(pidfile.read_text())
     status = Path(f"/proc/{pid}/status")
     assert not status.exists() or "zombie" in status.read_text().lower(), "close() left a worker running"
+
+
+def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
+    """Half the spares warm the op guard (its first call imports dynamo and sympy); candidates get
+    those, the judge the others; with none of its kind started, a role takes the other kind."""
+    pool = WarmPool(size=2)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(w.started() for w in pool.spares):
+            assert time.monotonic() < deadline, "the spares did not start"
+            time.sleep(0.1)
+        kinds = {w.proc.pid: w.guard_warm for w in pool.spares}
+        assert sorted(kinds.values()) == [False, True]
+        for pid, warm in kinds.items():
+            assert (b"guard" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")) is warm
+        work = tmp_path / "w"
+        work.mkdir()
+        judge = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
+        cand = pool.take("candidate", work, {"TMPDIR": str(work)}, timeout=60)
+        assert kinds[judge.proc.pid] is False and kinds[cand.proc.pid] is True
+        # the replacements are one of each kind again
+        assert sorted(w.guard_warm for w in pool.spares) == [False, True]
+        deadline = time.monotonic() + 120
+        while not all(w.started() for w in pool.spares):
+            assert time.monotonic() < deadline, "the replacements did not start"
+            time.sleep(0.1)
+        # no guard spare has started: a candidate takes the started light one rather than wait
+        light = next(w for w in pool.spares if not w.guard_warm)
+        for w in [w for w in pool.spares if w.guard_warm]:
+            pool.spares.remove(w)
+            w.close()
+        fresh = pool._spawn(guard=True)
+        pool.spares.insert(0, fresh)
+        assert not fresh.started()
+        other = pool.take("candidate", work, {"TMPDIR": str(work)}, timeout=60)
+        assert other is light
+        for w in (judge, cand, other):
+            w.close()
+    finally:
+        pool.close()

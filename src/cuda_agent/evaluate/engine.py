@@ -122,6 +122,7 @@ class _Worker:
         self.stderr = _BoundedReader(self.proc.stderr, output_limit)
         self.ready = False
         self.seq = 0
+        self.guard_warm = role == "candidate"  # the op guard's imports done at start (WarmPool)
 
     def started(self) -> bool:
         """True once the process has said it is ready (its greeting is waiting or was read): for a
@@ -303,7 +304,12 @@ class WarmPool:
     next evaluation (`_Worker.become`); each is used by one evaluation only, and a replacement starts
     as soon as one is taken, so the import overlaps the running evaluations. An evaluation takes two
     (four when it measures its baselines): `size` should cover what the evaluations running at once
-    take while replacements start (a few seconds each)."""
+    take while replacements start (a few seconds each).
+
+    Half the spares (rounded up) also warm the op guard (`worker._warm_guard`: its first call imports
+    torch._dynamo and sympy, 3.4 s of CPU on this project's 2-core machine, more than importing
+    torch); they go to candidates, the others to the judge and the baseline runners, which never
+    run under the guard. Either kind serves the other's role when none of its own has started."""
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
                  cuda: bool = False, lock: DeviceLock | None = None):
@@ -318,21 +324,28 @@ class WarmPool:
         self.taken = self.cold = 0
         self._fill()
 
-    def _spawn(self) -> _Worker:
-        return _Worker("spare", self.dir, self.env, self.output_limit, *self.flags)
+    def _spawn(self, guard: bool = True) -> _Worker:
+        flags = self.flags + (("guard",) if guard else ())
+        worker = _Worker("spare", self.dir, self.env, self.output_limit, *flags)
+        worker.guard_warm = guard
+        return worker
 
     def _fill(self) -> None:
         with self.lock:
-            while not self.closed and len(self.spares) < self.size:
-                self.spares.append(self._spawn())
+            for guard, want in ((True, self.size - self.size // 2), (False, self.size // 2)):
+                while not self.closed and sum(w.guard_warm is guard for w in self.spares) < want:
+                    self.spares.append(self._spawn(guard))
 
     def take(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> _Worker:
         with self.lock:
             if self.closed:
                 raise RuntimeError("this WarmPool is closed")
-            # a spare that has finished starting first, else the oldest (the nearest to ready)
-            pick = next((i for i, w in enumerate(self.spares) if w.started()), 0)
-            worker = self.spares.pop(pick) if self.spares else None
+            # A spare that has finished starting, of the role's kind, else of the other kind; else the
+            # oldest of the role's kind (the nearest to ready), else the oldest.
+            guard = role == "candidate"
+            order = sorted(range(len(self.spares)), key=lambda i: (
+                not self.spares[i].started(), self.spares[i].guard_warm is not guard, i))
+            worker = self.spares.pop(order[0]) if self.spares else None
             self.taken += 1
         self._fill()  # the replacement imports torch while this evaluation runs
         if worker is not None:

@@ -579,7 +579,7 @@ def main() -> None:
     chan = Channel(socket.socket(fileno=fd))
     import torch  # noqa: F401  (warm before the first command)
 
-    if role in ("spare", "candidate"):
+    if role == "candidate" or (role == "spare" and "guard" in sys.argv[2:]):
         _warm_guard()
     if role == "spare" and "cuda" in sys.argv[2:]:
         _warm_cuda(sys.argv[sys.argv.index("--lock") + 1] if "--lock" in sys.argv else None)
