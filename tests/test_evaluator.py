@@ -86,13 +86,17 @@ def test_pool_replaces_a_spare_that_died(tmp_path):
     assert not pool.dir.exists()
 
 
+def _wait_started(pool: WarmPool) -> None:
+    deadline = time.monotonic() + 120
+    while not all(w.started() for w in pool.spares):
+        assert time.monotonic() < deadline, "the spares did not start"
+        time.sleep(0.1)
+
+
 def test_pool_hands_out_a_started_spare_before_one_still_starting(tmp_path):
     pool = WarmPool(size=2)
     try:
-        deadline = time.monotonic() + 120
-        while not all(w.started() for w in pool.spares):
-            assert time.monotonic() < deadline, "the spares did not start"
-            time.sleep(0.1)
+        _wait_started(pool)
         ready = {w.proc.pid for w in pool.spares}
         fresh = pool._spawn()  # still importing torch: seconds from ready
         pool.spares.insert(0, fresh)
@@ -284,10 +288,7 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
     those, the judge the others; with none of its kind started, a role takes the other kind."""
     pool = WarmPool(size=2)
     try:
-        deadline = time.monotonic() + 120
-        while not all(w.started() for w in pool.spares):
-            assert time.monotonic() < deadline, "the spares did not start"
-            time.sleep(0.1)
+        _wait_started(pool)
         kinds = {w.proc.pid: w.guard_warm for w in pool.spares}
         assert sorted(kinds.values()) == [False, True]
         for pid, warm in kinds.items():
@@ -299,10 +300,7 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
         assert kinds[judge.proc.pid] is False and kinds[cand.proc.pid] is True
         # the replacements are one of each kind again
         assert sorted(w.guard_warm for w in pool.spares) == [False, True]
-        deadline = time.monotonic() + 120
-        while not all(w.started() for w in pool.spares):
-            assert time.monotonic() < deadline, "the replacements did not start"
-            time.sleep(0.1)
+        _wait_started(pool)
         # no guard spare has started: a candidate takes the started light one rather than wait
         light = next(w for w in pool.spares if not w.guard_warm)
         for w in [w for w in pool.spares if w.guard_warm]:
