@@ -777,8 +777,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # `kill` and `timeout` send SIGTERM: unwind as for Ctrl-C so that pools close their processes and runs
     # record where they stopped (synth's wall time, bench's partial results) instead of dying mid-write.
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
-        else None
+    on_main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
     try:
         return args.func(args)
     except CudaAgentError as exc:

@@ -122,7 +122,7 @@ class _Worker:
         self.stderr = _BoundedReader(self.proc.stderr, output_limit)
         self.ready = False
         self.seq = 0
-        self.guard_warm = role == "candidate"  # the op guard's imports done at start (WarmPool)
+        self.guard_warm = role == "candidate" or "guard" in flags  # the op guard warmed at start (worker.main)
 
     def started(self) -> bool:
         """True once the process has said it is ready (its greeting is waiting or was read): for a
@@ -325,10 +325,8 @@ class WarmPool:
         self._fill()
 
     def _spawn(self, guard: bool = True) -> _Worker:
-        flags = self.flags + (("guard",) if guard else ())
-        worker = _Worker("spare", self.dir, self.env, self.output_limit, *flags)
-        worker.guard_warm = guard
-        return worker
+        return _Worker("spare", self.dir, self.env, self.output_limit,
+                       *self.flags, *(("guard",) if guard else ()))
 
     def _fill(self) -> None:
         with self.lock:

@@ -4,10 +4,10 @@ the candidate alike.
 Each call is timed on the host around `fn(*args)` followed by a device-wide synchronize, so the
 measurement counts launch overhead and work on every stream of the process. Right before each call
 the process that times it flushes the caches (`Timer.flush`: L2 on CUDA, the last-level cache on the
-CPU backend) and runs about 0.1 ms of busy work (`Timer.touch`), so every call starts cold in memory,
-with its GPU context switched in and the clocks up. Calls come in batches of back-to-back calls per command (engine.py),
-so the host side is as warm for the candidate as for the baselines. The candidate's own report of a
-call's time is a claim: the harness checks it against its own clock (engine.py).
+CPU backend) and runs some tensor-core work (`Timer.touch`), so every call starts cold in memory, with
+its GPU context switched in and the clocks up. Calls come in batches of back-to-back calls per command
+(engine.py), so the host side is as warm for the candidate as for the baselines. The candidate's own
+report of a call's time is a claim: the harness checks it against its own clock (engine.py).
 """
 
 from __future__ import annotations
