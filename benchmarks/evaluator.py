@@ -9,9 +9,9 @@ Candidates: the bundled examples for the device (both forms), plus honest Kernel
 2. a first pass over every candidate with an `Evaluator` (fills the build and baseline caches);
 3. latency: each candidate evaluated again, one at a time: the median wall time of a full
    evaluation (correctness trials, stress trials, timing of the candidate) with everything cached;
-4. throughput: every candidate `--rounds` times through an Evaluator on one GPU, `--jobs-per-gpu`
-   at a time: evaluations per GPU-minute; on a machine with more GPUs, again over all of them, and
-   the ratio of the two rates (scaling);
+4. throughput: every candidate `--rounds` times per GPU through an Evaluator on one GPU,
+   `--jobs-per-gpu` at a time: evaluations per GPU-minute; on a machine with more GPUs, again over
+   all of them (the same work per GPU), and the ratio of the two rates (scaling);
 5. stability: the slowest tasks of 0.1 ms or more (`--stability-candidates` of them), each
    `--repeat` times: max/min of the speedup over eager.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -90,7 +91,7 @@ def main() -> int:
         except json.JSONDecodeError:
             extra[name] = value
     try:
-        cfg = EvalConfig(device=device, cache_dir=cache, policy=args.policy, **extra)
+        cfg = EvalConfig(**{"device": device, "cache_dir": cache, "policy": args.policy, **extra})
     except (TypeError, ValueError) as exc:
         p.error(f"--set: {exc}")
     cands = candidates(device, args.solutions, args.kernelbench)
@@ -170,7 +171,8 @@ def main() -> int:
     row("full evaluation, all cached (median)", "full_eval_median_s", lambda v: f"{v:.2f} s", "<= 2 s")
     row(f"throughput, 1 GPU ({args.rounds} x {len(cands)}, {jobs} at a time)", "evals_per_minute_1gpu",
         lambda v: f"{v:.1f} / GPU-min", ">= 30 / GPU-min")
-    row(f"throughput, {len(gpus)} GPUs ({jobs * len(gpus)} at a time), vs 1 GPU", "scaling",
+    row(f"throughput, {len(gpus)} GPUs ({len(gpus) * args.rounds} x {len(cands)}, {jobs * len(gpus)} at a "
+        "time), vs 1 GPU", "scaling",
         lambda v: f"{figures[f'evals_per_minute_{len(gpus)}gpu']:.1f} / min = {v:.2f}x", ">= 1.8x on 2 GPUs")
     row(f"stability ({args.repeat} x {len(spread)} tasks >= 0.1 ms, worst)", "stability_max_over_min",
         lambda v: f"{(v - 1) * 100:.2f} % (max/min - 1)", "<= 1 %")
@@ -241,9 +243,12 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
 
 
 def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None:
-    """4. Every candidate `rounds` times through an Evaluator on `gpus`, `jobs` per GPU at a time."""
+    """4. Every candidate `rounds` times per GPU through an Evaluator on `gpus`, `jobs` per GPU at a
+    time: each GPU gets the same work whatever their number, so the drain at the end (slots idle
+    while the last evaluations finish) weighs the same in every run."""
     n_gpus = len(gpus) if gpus else 1
-    batch = [(t, c) for _ in range(rounds) for _, t, c in cands]
+    order = [x for _ in range(rounds * n_gpus) for x in cands]
+    batch = [(t, c) for _, t, c in order]
     with Evaluator(cfg, jobs=jobs * n_gpus, gpus=gpus) as ev:
         ev.evaluate(*cands[0][1:])  # the pools warm up before the clock starts
         t0, cpu0, machine0 = time.monotonic(), time.process_time(), _machine_cpu()
@@ -256,9 +261,11 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
         busy, total = (b - a for a, b in zip(machine0, _machine_cpu()))
         figures[f"harness_cores_{n_gpus}gpu"] = round((time.process_time() - cpu0) / wall, 2)
         figures[f"machine_busy_{n_gpus}gpu"] = round(busy / total, 3) if total else None
+        # CPU-seconds of the whole machine per evaluation (workers' starts, waits, the harness)
+        figures[f"machine_cpu_s_per_eval_{n_gpus}gpu"] = round(busy / os.sysconf("SC_CLK_TCK") / len(batch), 2)
         # the same candidates' speedups while other evaluations share the GPU (max/min)
         by_name: dict[str, list[float]] = {}
-        for (name, _, _), r in zip([x for _ in range(rounds) for x in cands], loaded):
+        for (name, _, _), r in zip(order, loaded):
             if name in spread and r.speedup_eager:
                 by_name.setdefault(name, []).append(r.speedup_eager)
         under = {k: max(v) / min(v) for k, v in by_name.items()}
@@ -268,8 +275,10 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
         figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
         figures[f"phases_under_load_{n_gpus}gpu"] = _median_phases(loaded)
         figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
-    console.print(f"throughput on {n_gpus} GPU(s): {len(batch) / minutes:.1f} evaluations/min (harness "
-                  f"{figures[f'harness_cores_{n_gpus}gpu']} cores, machine {figures[f'machine_busy_{n_gpus}gpu']} busy)")
+    console.print(f"throughput on {n_gpus} GPU(s): {len(batch)} evaluations, {len(batch) / minutes:.1f}/min "
+                  f"(harness {figures[f'harness_cores_{n_gpus}gpu']} cores, machine "
+                  f"{figures[f'machine_busy_{n_gpus}gpu']} busy, "
+                  f"{figures[f'machine_cpu_s_per_eval_{n_gpus}gpu']} CPU-s per evaluation)")
 
 
 def _machine_cpu() -> tuple[int, int]:

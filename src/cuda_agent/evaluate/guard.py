@@ -128,7 +128,8 @@ class GuardFailure(Exception):
 WATCHED = (
     "time.perf_counter", "time.monotonic", "time.time",
     "torch.cuda.synchronize", "torch.cuda.current_stream", "torch.cuda.Event",
-    "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Stream.synchronize",
+    "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
+    "torch.cuda.Stream.synchronize",
     "torch.Tensor.copy_", "torch.Tensor.clone", "torch.Tensor.__eq__", "torch.Tensor.data_ptr",
     "torch.Tensor.untyped_storage", "torch.Tensor.__class__", "torch.UntypedStorage._share_cuda_",
     "torch.nn.Module.__call__", "torch.nn.Module._call_impl", "torch.nn.Module.load_state_dict",

@@ -37,12 +37,25 @@ class Timer:
         # busy work before each call (touch): a matrix and a product's buffer, in bf16 so that no
         # precision setting of the process (TF32 on or off) changes its cost
         self._spin = torch.ones(2, 2048, 2048, dtype=torch.bfloat16, device=device) if self.cuda else None
+        self._event = None  # sync(spin=False)'s blocking event, made on first use
 
-    def sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
+    def sync(self, spin: bool = True) -> None:
+        """Wait for all of this process's device work. `spin` (timed calls): the host polls,
+        holding a core, and notices the end at once. Otherwise it sleeps on a blocking event until
+        the current stream is done (waking takes some microseconds more), then synchronizes the
+        device for any other stream. Many evaluations share a GPU by time slices, so an untimed
+        wait can last the other processes' slices: spinning through them took a core per process
+        and, with two GPUs' evaluations on one host, slowed everyone's CPU work."""
+        if not self.cuda:
+            return
+        if not spin:
+            if self._event is None:
+                self._event = torch.cuda.Event(blocking=True)
+            self._event.record()
+            self._event.synchronize()
+        torch.cuda.synchronize(self.device)
 
-    def touch(self) -> None:
+    def touch(self, spin: bool = True) -> None:
         """Run some tensor-core work (two bf16 2048x2048 products, ~0.05 ms on an H200) and wait
         for it. Two processes share the GPU by time slices; without this, the switch to this
         process's context (~0.15 ms on an H200) would land inside the timed call. And the clocks sag
@@ -56,7 +69,7 @@ class Timer:
             a, out = self._spin[0], self._spin[1]
             for _ in range(2):
                 torch.mm(a, a, out=out)
-            torch.cuda.synchronize(self.device)
+            self.sync(spin)
 
     def flush(self) -> None:
         """Evict the caches by writing a buffer twice their size (L2 on CUDA, the CPU's last level

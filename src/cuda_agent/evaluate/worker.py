@@ -99,18 +99,19 @@ def _device(name: str):
     return torch.device("cpu")
 
 
-def timed_call(timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
+def timed_call(timer: Any, fn: Any, args: list[Any], spin: bool = True) -> tuple[Any, float]:
     """The one timed call, for eager, torch.compile and the candidate alike: caches flushed, then the
     host clock around the call and a device-wide synchronize (every stream of the process), in
-    milliseconds."""
+    milliseconds. `spin=False` (correctness trials, whose times nobody uses): the waits sleep
+    instead of holding a core (`Timer.sync`)."""
     import torch
 
     timer.flush()
-    timer.touch()
+    timer.touch(spin)
     with torch.no_grad():
         t0 = time.perf_counter()
         out = fn(*args)
-        timer.sync()
+        timer.sync(spin)
         ms = (time.perf_counter() - t0) * 1e3
     return out, ms
 
@@ -175,7 +176,7 @@ class Judge:
                               f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}")
         for k, v in ref.items():
             self.importer.open(state[k]).copy_(v)
-        self.timer.sync()
+        self.timer.sync(spin=False)
         self.importer.close()
         return {}
 
@@ -200,7 +201,7 @@ class Judge:
                 for it in items]
         if any(d["filled"] for d in done):
             self.timer.flush()
-            self.timer.sync()
+            self.timer.sync(spin=False)
         last = self.trials.get(items[-1]["trial"]) if items else None
         nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
         return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
@@ -212,7 +213,7 @@ class Judge:
 
         with torch.no_grad():
             ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        self.timer.sync()
+        self.timer.sync(spin=False)
         return ref
 
     def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
@@ -232,7 +233,7 @@ class Judge:
                     t0 = time.perf_counter()
                     ref = self._reference(inputs)
                     self.ref_ms = (time.perf_counter() - t0) * 1e3
-            self.timer.sync()
+            self.timer.sync(spin=False)
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{_trace(exc)}")
         if stress is not None and not all(bool(torch.isfinite(t).all()) for t in tensors_of(ref)
@@ -249,7 +250,7 @@ class Judge:
         """Write the trial's inputs into the candidate's newly allocated input buffers."""
         self._fill(trial, spec)
         self.timer.flush()
-        self.timer.sync()
+        self.timer.sync(spin=False)
         return {}
 
     def _fill(self, trial: str, spec: dict[str, Any]) -> None:
@@ -297,7 +298,7 @@ class Judge:
         except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
             return {"code": Code.STRUCTURE_MISMATCH.value,
                     "message": f"the candidate's output cannot be received: {exc}"}
-        self.timer.sync()
+        self.timer.sync(spin=False)
         result: dict[str, Any] = {"code": None, "message": ""}
         for i, (a, b) in enumerate(zip(tensors_of(t["inputs"]), t.get("aliases", []))):
             if not same_bits(a, b):
@@ -332,7 +333,7 @@ class Judge:
         except (SpecError, RuntimeError) as exc:
             raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
         finally:
-            self.timer.sync()
+            self.timer.sync(spin=False)
             self.importer.close()
         if changed:
             return {"code": Code.WEIGHTS_MODIFIED.value,
@@ -419,7 +420,7 @@ class Runner:
 
     def cmd_load_weights(self) -> dict[str, Any]:
         self.model.load_state_dict(self.state, strict=True)
-        self.timer.sync()
+        self.timer.sync(spin=False)
         del self.state
         self.exporter.release(everything=True)
         return {}
@@ -433,7 +434,8 @@ class Runner:
 
     def cmd_run(self, keys: list[str], guarded: bool) -> dict[str, Any]:
         """Call ModelNew on each slot's inputs, back to back; keep the outputs for `export`. Guarded
-        calls run under the op guard (strict); the batch ends with the integrity and thread checks."""
+        calls (the correctness trials) run under the op guard (strict) and wait for the device
+        without spinning; the batch ends with the integrity and thread checks."""
         from cuda_agent.evaluate.guard import OpGuard
 
         self.outs = {}
@@ -443,12 +445,13 @@ class Runner:
             args = self.values[key]
             if guarded and self.policy == "strict":
                 og = OpGuard(self.integrity.modules, strict=True)
-                self.outs[key], t = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args)
+                self.outs[key], t = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args,
+                                               spin=False)
                 self.integrity.check()
                 if failure := og.verdict():
                     raise failure
             else:  # only the calls between the harness's clock readings
-                self.outs[key], t = timed_call(self.timer, self.model, args)
+                self.outs[key], t = timed_call(self.timer, self.model, args, spin=not guarded)
             ms.append(t)
         started = _threads() - before
         self.calls += 1
