@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.evaluate import EvalConfig, EvalResult, evaluate, load_candidate
+from cuda_agent.evaluate import EvalConfig, EvalResult, Evaluator, evaluate, load_candidate
 from cuda_agent.evaluate.result import Code
 from cuda_agent.tasks import load_task
 
@@ -215,7 +215,10 @@ def _assert_honest(res: EvalResult) -> None:
 def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path):
     t0 = time.monotonic()
     res = _run(case, profile, device, cache_dir, tmp_path)
-    elapsed = time.monotonic() - t0
+    _assert_verdict(case, code, res, time.monotonic() - t0)
+
+
+def _assert_verdict(case: Case, code: str, res: EvalResult, elapsed: float) -> None:
     if code == PASS:
         _assert_honest(res)
     else:
@@ -232,6 +235,38 @@ def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_p
     if case.fault == "hang":  # the limit holds: build and load are not part of it
         spent = elapsed - res.phases_s.get("load", 0.0) - res.phases_s.get("build", 0.0)
         assert spent < case.timeout_s + 30, f"the hang took {spent:.0f} s (limit {case.timeout_s} s)"
+
+
+# process faults, and an honest candidate, through workers forked from a warm pool's zygote
+FORKED = ("cat11_exit_zero", "cat13_segfault", "cat13_hang", "cat13_output_flood", "cat13_exception",
+          "cat05_python_thread", "cat11_channel_forgery", "honest_plain_ext")
+
+
+def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path):
+    """An Evaluator's spares are forked from its pool's zygote once it is warm (zygote.py). Exits,
+    signals, hangs, floods, leftover threads and a forged channel get the same verdicts through
+    them as through fresh interpreters, and an honest candidate still passes."""
+    with Evaluator(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), jobs=1) as ev:
+        pool = ev._pools[None]
+        assert pool.zygote is not None and pool.zygote.ready.wait(120), "the zygote did not warm up"
+        with pool.lock:  # replace the spares started before the zygote was warm
+            started, pool.spares = pool.spares, []
+        for w in started:
+            w.close()
+        pool._fill()
+        for case_id in FORKED:
+            case = BY_ID[case_id]
+            expects = dict(case.expects)  # the runtime layers alone where the case says so
+            profile = next(p for p in ("none", "kernelbench", "strict") if p in expects)
+            code = expects[profile]
+            cand = tmp_path / f"{case.path.stem}.py"
+            cand.write_text(case.render("cpu"))
+            t0 = time.monotonic()
+            res = ev.evaluate(load_task(case.task), load_candidate(cand),
+                              _config(profile, "cpu", cache_dir, case.timeout_s))
+            _assert_verdict(case, code, res, time.monotonic() - t0)
+        assert not pool.zygote.dead and all(w.forked for w in pool.spares)
+        assert ev.stats()["cold"] == 0 and ev.stats()["forked"] >= pool.size + 2 * len(FORKED)
 
 
 @pytest.mark.gpu

@@ -58,7 +58,7 @@ def test_submit_and_asyncio(tmp_path):
         got = asyncio.run(ev.aevaluate(task, c["wrong"]))
         assert fut.result(timeout=120).reward == 1
         assert got.reward == -1
-        assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0}  # warm=0: no pool at all
+        assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0, "forked": 0}  # warm=0: no pool at all
     with pytest.raises(RuntimeError, match="closed"):
         ev.submit(task, c["right"])
 

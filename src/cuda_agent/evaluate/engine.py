@@ -42,6 +42,8 @@ from cuda_agent.evaluate.device import cuda_arch, resolve_device
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.evaluate.result import Code, EvalResult, TimeStats
 from cuda_agent.evaluate.reward import milestone_reward
+from cuda_agent.evaluate.zygote import Zygote
+from cuda_agent.evaluate.zygote import spawn as zygote_spawn
 from cuda_agent.tasks import Task
 
 ENV_KEEP = ("PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "CC", "CXX",
@@ -106,17 +108,24 @@ def _scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class _Worker:
-    def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int, *flags: str):
+    def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int, *flags: str,
+                 zygote: Zygote | None = None):
+        """A fresh interpreter, or for a spare, a fork of `zygote` when it is warm (zygote.py)."""
         self.role, self.cwd = role, cwd
-        parent, child = socket.socketpair()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.evaluate.worker", role, *flags],
-            pass_fds=(child.fileno(),), cwd=cwd,
-            env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        child.close()
+        forked = zygote_spawn(zygote, list(flags)) if zygote is not None and role == "spare" else None
+        self.forked = forked is not None
+        if forked is not None:
+            self.proc, parent = forked
+        else:
+            parent, child = socket.socketpair()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.evaluate.worker", role, *flags],
+                pass_fds=(child.fileno(),), cwd=cwd,
+                env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+            child.close()
         self.chan = Channel(parent)
         self.stdout = _BoundedReader(self.proc.stdout, output_limit)
         self.stderr = _BoundedReader(self.proc.stderr, output_limit)
@@ -309,10 +318,14 @@ class WarmPool:
     Half the spares (rounded up) also warm the op guard (`worker._warm_guard`: its first call imports
     torch._dynamo and sympy, 3.4 s of CPU on this project's 2-core machine, more than importing
     torch); they go to candidates, the others to the judge and the baseline runners, which never
-    run under the guard. Either kind serves the other's role when none of its own has started."""
+    run under the guard. Either kind serves the other's role when none of its own has started.
+
+    With `zygote` (the default), the pool also starts a zygote (zygote.py): once it is warm, spares
+    are forked from it, torch imported and the op guard warmed, instead of each importing torch
+    afresh (16 CPU-seconds on the H200 hosts); until then, and if it dies, they start as before."""
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
-                 cuda: bool = False, lock: DeviceLock | None = None):
+                 cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True):
         """`lock`: the device's lock, held shared while a spare creates its CUDA context."""
         self.env = _scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
@@ -321,12 +334,15 @@ class WarmPool:
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []
         self.closed = False
-        self.taken = self.cold = 0
+        self.taken = self.cold = self.forked = 0
+        self.zygote = Zygote(self.env, self.dir) if zygote and size > 0 else None
         self._fill()
 
     def _spawn(self, guard: bool = True) -> _Worker:
-        return _Worker("spare", self.dir, self.env, self.output_limit,
-                       *self.flags, *(("guard",) if guard else ()))
+        w = _Worker("spare", self.dir, self.env, self.output_limit,
+                    *self.flags, *(("guard",) if guard else ()), zygote=self.zygote)
+        self.forked += w.forked
+        return w
 
     def _fill(self) -> None:
         with self.lock:
@@ -360,6 +376,8 @@ class WarmPool:
             spares, self.spares = self.spares, []
         for w in spares:
             w.close()
+        if self.zygote is not None:
+            self.zygote.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
