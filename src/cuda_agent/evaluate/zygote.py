@@ -182,6 +182,7 @@ class Zygote:
                 return None
             with self._cond:
                 if not self._cond.wait_for(lambda: self._pid or self.dead, timeout):
+                    self.dead = True  # not answering: its late answer must not go to a later request
                     return None
                 return self._pid.pop() if self._pid else None
 
