@@ -86,6 +86,65 @@ def test_pool_replaces_a_spare_that_died(tmp_path):
     assert not pool.dir.exists()
 
 
+def _zygote_pool(size: int = 1) -> WarmPool:
+    """A pool whose spares are all forked from its zygote."""
+    pool = WarmPool(size=size)
+    assert pool.zygote is not None and pool.zygote.ready.wait(120), "the zygote did not warm up"
+    with pool.lock:
+        started, pool.spares = pool.spares, []
+    for w in started:
+        w.close()
+    pool._fill()
+    assert all(w.forked for w in pool.spares)
+    return pool
+
+
+def test_zygote_forks_spares_and_reports_how_they_ended(tmp_path):
+    """A forked spare serves as a worker like a fresh one; the zygote, its parent, reports its exit
+    code (0 for a clean exit, the negative signal number for a kill), and the harness reads it
+    through the same Popen-like interface."""
+    pool = _zygote_pool(size=2)
+    try:
+        work = tmp_path / "w"
+        work.mkdir()
+        judge = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
+        assert judge.forked and judge.proc.poll() is None
+        assert os.getpgid(judge.proc.pid) == judge.proc.pid  # a process group of its own
+        judge.close()
+        assert judge.proc.returncode == 0
+        cand = pool.take("candidate", work, {"TMPDIR": str(work)}, timeout=60)
+        cand.kill()
+        assert cand.proc.wait(timeout=10) == -signal.SIGKILL
+        assert pool.cold == 0 and pool.forked >= 4
+    finally:
+        pool.close()
+    assert pool.zygote.proc.poll() is not None
+
+
+def test_pool_starts_spares_afresh_when_its_zygote_dies(tmp_path):
+    pool = _zygote_pool(size=1)
+    try:
+        [orphan] = pool.spares
+        pool.zygote.proc.kill()  # its children live on, reparented, and their statuses are lost
+        pool.zygote.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not pool.zygote.dead:
+            assert time.monotonic() < deadline, "the harness did not notice the zygote's end"
+            time.sleep(0.05)
+        assert orphan.proc.poll() is None  # still running
+        orphan.kill_group()
+        assert orphan.proc.wait(timeout=10) == -signal.SIGKILL  # gone, status unknown: counted as killed
+        pool.spares.remove(orphan)
+        work = tmp_path / "w"
+        work.mkdir()
+        w = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
+        assert not w.forked and w.role == "judge" and w.proc.poll() is None
+        w.close()
+        assert w.proc.returncode == 0
+    finally:
+        pool.close()
+
+
 def _wait_started(pool: WarmPool) -> None:
     deadline = time.monotonic() + 120
     while not all(w.started() for w in pool.spares):
@@ -94,7 +153,7 @@ def _wait_started(pool: WarmPool) -> None:
 
 
 def test_pool_hands_out_a_started_spare_before_one_still_starting(tmp_path):
-    pool = WarmPool(size=2)
+    pool = WarmPool(size=2, zygote=False)  # spares that take seconds to start, every one
     try:
         _wait_started(pool)
         ready = {w.proc.pid for w in pool.spares}
@@ -286,7 +345,7 @@ def test_teardown_in_the_background_keeps_the_whole_output_and_reaps_the_process
 def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
     """Half the spares warm the op guard (its first call imports dynamo and sympy); candidates get
     those, the judge the others; with none of its kind started, a role takes the other kind."""
-    pool = WarmPool(size=2)
+    pool = WarmPool(size=2, zygote=False)  # the kinds show in fresh interpreters' command lines
     try:
         _wait_started(pool)
         kinds = {w.proc.pid: w.guard_warm for w in pool.spares}

@@ -218,13 +218,12 @@ class Zygote:
 
 
 def _exists(pid: int) -> bool:
+    """Is `pid` a live process (not gone, not a zombie waiting for a reaper)?"""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ForkedProcess:
