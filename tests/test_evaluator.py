@@ -116,6 +116,15 @@ def test_zygote_forks_spares_and_reports_how_they_ended(tmp_path):
         cand.kill()
         assert cand.proc.wait(timeout=10) == -signal.SIGKILL
         assert pool.cold == 0 and pool.forked >= 4
+        # a zygote stopped (by a candidate: it is their parent) reports nothing; a child that is
+        # gone still counts as ended, as killed
+        spare = pool.spares[0]
+        os.kill(pool.zygote.proc.pid, signal.SIGSTOP)
+        try:
+            os.killpg(spare.proc.pid, signal.SIGKILL)
+            assert spare.proc.wait(timeout=10) == -signal.SIGKILL
+        finally:
+            os.kill(pool.zygote.proc.pid, signal.SIGCONT)
     finally:
         pool.close()
     assert pool.zygote.proc.poll() is not None

@@ -32,9 +32,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO
 
 MAX_REQUEST = 1 << 16
+REPORT_GRACE_S = 1.0  # a reaped child's exit code reaches the harness within milliseconds
 
 
 # --- the zygote process ----------------------------------------------------------------------------
@@ -187,22 +188,23 @@ class Zygote:
                 return self._pid.pop() if self._pid else None
 
     def returncode(self, pid: int, timeout: float | None = 0.0) -> int | None:
-        """The exit code of a child, once the zygote has reaped it; None while it runs. If the zygote
-        is gone, a child that no longer exists counts as killed (its status is lost)."""
-        def known() -> bool:
-            return pid in self._exits or (self.dead and not _exists(pid))
-
+        """The exit code of a child, once the zygote has reaped it; None while it runs. A child that
+        is gone (or a zombie) without a report for `REPORT_GRACE_S`, or after the zygote's end,
+        counts as killed: its status is lost (a candidate may stop or kill its zygote)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        gone_at = None
         with self._cond:
-            if timeout is None or timeout > 0:
-                end = None if timeout is None else time.monotonic() + timeout
-                while not known():
-                    left = None if end is None else end - time.monotonic()
-                    if left is not None and left <= 0:
-                        break
-                    self._cond.wait(0.05 if self.dead else left)
-            if pid in self._exits:
-                return self._exits.pop(pid)
-            return -signal.SIGKILL if self.dead and not _exists(pid) else None
+            while True:
+                if pid in self._exits:
+                    return self._exits.pop(pid)
+                if not _exists(pid):
+                    gone_at = gone_at or time.monotonic()
+                    if self.dead or time.monotonic() - gone_at > REPORT_GRACE_S:
+                        return -signal.SIGKILL
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
 
     def close(self) -> None:
         self.dead = True
