@@ -44,8 +44,9 @@ class Timer:
         holding a core, and notices the end at once. Otherwise it sleeps on a blocking event until
         the current stream is done (waking takes some microseconds more), then synchronizes the
         device for any other stream. Many evaluations share a GPU by time slices, so an untimed
-        wait can last the other processes' slices: spinning through them took a core per process
-        and, with two GPUs' evaluations on one host, slowed everyone's CPU work."""
+        wait can last the other processes' slices, and spinning through them holds a core per
+        waiting process (about 1 of the 21 CPU-seconds an evaluation cost on the H200 hosts before
+        the zygote; measured in the [speed] issue)."""
         if not self.cuda:
             return
         if not spin:
