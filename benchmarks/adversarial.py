@@ -2,15 +2,19 @@
 one line per (case, profile, device) and a summary: how many verdicts matched, and the wall time.
 
     python benchmarks/adversarial.py [--device cpu|cuda|all] [--jobs 8] [--cache-dir DIR] [--only SUBSTR]
+                                     [--evaluator]
 
 Parallel evaluations share the build cache, so each distinct extension is compiled once; they also
-share the GPU, which is fine for verdicts (the suite's tests run them one at a time). Exit status 1
-when any verdict differs from the case's expectation.
+share the GPU, which is fine for verdicts (the suite's tests run them one at a time). With
+`--evaluator`, the evaluations go through an `Evaluator` per device (warm workers forked from its
+zygotes, the device lock), as the agent, training and the benchmark run them, instead of one
+`evaluate` each. Exit status 1 when any verdict differs from the case's expectation.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -29,6 +33,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "cuda-agent-adv-cache")
     ap.add_argument("--only", default="", help="run only cases whose id contains this")
+    ap.add_argument("--evaluator", action="store_true",
+                    help="evaluate through an Evaluator per device (pooled, forked workers)")
     args = ap.parse_args()
     devices = adv.DEVICES if args.device == "all" else (args.device,)
     jobs = [(c, p, code, d) for c in adv.CASES if args.only in c.id for p, code in c.expects
@@ -40,7 +46,8 @@ def main() -> int:
         case, profile, code, device = job
         s = time.monotonic()
         try:
-            res = adv._run(case, profile, device, args.cache_dir, work / f"{case.id}-{profile}-{device}")
+            res = adv._run(case, profile, device, args.cache_dir, work / f"{case.id}-{profile}-{device}",
+                           evaluators.get(device))
         except Exception as exc:  # a harness bug: report it as such
             return job, None, f"EXCEPTION {exc!r}", time.monotonic() - s
         got = adv._codes(res)
@@ -51,7 +58,11 @@ def main() -> int:
         return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s
 
     bad = 0
-    with ThreadPoolExecutor(args.jobs) as pool:
+    evaluators = {d: adv.Evaluator(adv.EvalConfig(device=d, cache_dir=args.cache_dir), jobs=args.jobs)
+                  for d in devices} if args.evaluator else {}
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(args.jobs) as pool:
+        for ev in evaluators.values():
+            stack.enter_context(ev)
         for fut in as_completed([pool.submit(one, j) for j in jobs]):
             (case, profile, code, device), ok, got, secs = fut.result()
             bad += not ok
@@ -60,7 +71,8 @@ def main() -> int:
                   f"{secs:6.1f}s", flush=True)
     wall = time.monotonic() - t0
     print(f"\n{len(jobs) - bad}/{len(jobs)} verdicts as expected, {bad} not; wall {wall:.0f} s "
-          f"with {args.jobs} parallel evaluations ({', '.join(devices)})")
+          f"with {args.jobs} parallel evaluations ({', '.join(devices)}"
+          f"{', through an Evaluator' if evaluators else ''})")
     return 1 if bad else 0
 
 

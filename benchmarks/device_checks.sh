@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (nvidia-h200) that re-checks the code on a GPU: the CUDA half of the
-# adversarial suite, `cuda-agent bench` over KernelBench level 1 (device_bench.sh), and the GPU tests
-# of the evaluator. Each step has its own limit so that one slow step cannot starve the others.
+# adversarial suite (through an Evaluator: warm workers forked from its zygote), `cuda-agent bench`
+# over KernelBench level 1 (device_bench.sh), and the GPU tests of the evaluator. Each step has its
+# own limit so that one slow step cannot starve the others.
 #   device run: bash benchmarks/device_checks.sh   (carry .kb = a copy of KernelBench's task folders)
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 t0=$(date +%s)
-timeout 200 python3 benchmarks/adversarial.py --device cuda --jobs 16 --cache-dir "$CUDA_AGENT_CACHE" \
+timeout 200 python3 benchmarks/adversarial.py --device cuda --jobs 16 --evaluator --cache-dir "$CUDA_AGENT_CACHE" \
     > "$OUT/adversarial.log" 2>&1
 echo "adversarial: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/adversarial.log")"
 t0=$(date +%s)

@@ -185,12 +185,15 @@ def _config(profile: str, device: str, cache_dir: Path, timeout_s: int) -> EvalC
                       timing_budget_s=0.1, timeout_s=timeout_s)
 
 
-def _run(case: Case, profile: str, device: str, cache_dir: Path, tmp_path: Path) -> EvalResult:
+def _run(case: Case, profile: str, device: str, cache_dir: Path, tmp_path: Path,
+         evaluator: Evaluator | None = None) -> EvalResult:
+    """One evaluation of the case: by `evaluate`, or through `evaluator` (its warm, forked workers)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cand = tmp_path / f"{case.path.stem}.py"
     cand.write_text(case.render(device))
     cfg = _config(profile, device, cache_dir, case.timeout_s)
-    return evaluate(load_task(case.task), load_candidate(cand), cfg)
+    run = evaluator.evaluate if evaluator is not None else evaluate
+    return run(load_task(case.task), load_candidate(cand), cfg)
 
 
 def _codes(res: EvalResult) -> list[str]:
@@ -258,13 +261,9 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
             case = BY_ID[case_id]
             expects = dict(case.expects)  # the runtime layers alone where the case says so
             profile = next(p for p in ("none", "kernelbench", "strict") if p in expects)
-            code = expects[profile]
-            cand = tmp_path / f"{case.path.stem}.py"
-            cand.write_text(case.render("cpu"))
             t0 = time.monotonic()
-            res = ev.evaluate(load_task(case.task), load_candidate(cand),
-                              _config(profile, "cpu", cache_dir, case.timeout_s))
-            _assert_verdict(case, code, res, time.monotonic() - t0)
+            res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id, evaluator=ev)
+            _assert_verdict(case, expects[profile], res, time.monotonic() - t0)
         assert not pool.zygote.dead and all(w.forked for w in pool.spares)
         assert ev.stats()["cold"] == 0 and ev.stats()["forked"] >= pool.size + 2 * len(FORKED)
 
