@@ -23,6 +23,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from cuda_agent import pyparse
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.result import Code
 
@@ -421,7 +422,7 @@ def check_python(source: str, file: str, profile: str) -> list[Violation]:
     if profile == "none":
         return []
     try:
-        tree = ast.parse(source, filename=file)
+        tree = pyparse.parse(source, filename=file)
     except SyntaxError:
         return []  # the loader reports syntax errors with their line; nothing to add here
     checker = _PyChecker(file, profile)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cuda_agent import pyparse
 from cuda_agent.errors import UsageError
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class Example:
 def _description(task: Path) -> str:
     """The first line of the task module's docstring (read with ast: the task is not imported)."""
     try:
-        doc = ast.get_docstring(ast.parse(task.read_text()))
+        doc = ast.get_docstring(pyparse.parse(task.read_text()))
     except (OSError, SyntaxError, UnicodeDecodeError):
         doc = None
     return doc.strip().splitlines()[0] if doc else ""

@@ -88,6 +88,7 @@ from collections.abc import Iterable, Iterator
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from cuda_agent import pyparse
 from cuda_agent.errors import TaskError
 
 __all__ = ["fingerprint", "similarity", "SimilarityIndex", "kernelbench_index"]
@@ -413,7 +414,7 @@ def fingerprint(source: str, origin: str = "<source>") -> Fingerprint:
     Raises `TaskError` (a `ValueError`) naming `origin` and the line when `source` does not parse.
     """
     try:
-        tree = ast.parse(source, filename=origin)
+        tree = pyparse.parse(source, filename=origin)
     except SyntaxError as exc:
         raise TaskError(origin, f"syntax error: {exc.msg}; fix the Python syntax of the task module",
                         exc.lineno) from None

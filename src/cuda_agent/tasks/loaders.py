@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from cuda_agent import pyparse
 from cuda_agent.errors import TaskError, UsageError
 from cuda_agent.tasks.model import Task
 
@@ -78,7 +79,7 @@ def validate_task_source(source: str, path: str) -> None:
     parameters of `Model.forward` / `Model.__init__`. The source is parsed, never executed.
     """
     try:
-        tree = ast.parse(source, filename=path)
+        tree = pyparse.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise TaskError(
             path,

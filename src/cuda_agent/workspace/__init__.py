@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cuda_agent import pyparse
 from cuda_agent.errors import UsageError
 from cuda_agent.tasks import Task
 
@@ -233,7 +234,7 @@ def starter_model_new(source: str, device: str) -> str:
     """A starter model_new.py: the task module without get_inputs/get_init_inputs, its `Model` renamed
     `ModelNew`, plus `import cuda_extension` and a header saying what to do. Task code is parsed, never
     run."""
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     lines = source.splitlines()
     body = list(tree.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
