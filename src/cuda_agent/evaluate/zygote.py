@@ -40,9 +40,12 @@ REPORT_GRACE_S = 1.0  # a reaped child's exit code reaches the harness within mi
 
 # --- the zygote process ----------------------------------------------------------------------------
 
-def _child(sock: socket.socket, fds: list[int], flags: list[str]) -> None:
+def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: list[str]) -> None:
     """In the forked child: become a spare worker on the given channel and output pipes."""
     try:
+        signal.set_wakeup_fd(-1)
+        for fd in wake:
+            os.close(fd)
         sock.close()
         os.setsid()  # a process group of its own: the harness kills the whole group
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -116,10 +119,7 @@ def main() -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            signal.set_wakeup_fd(-1)
-            os.close(wake_r)
-            os.close(wake_w)
-            _child(sock, fds, flags)
+            _child(sock, (wake_r, wake_w), fds, flags)
         for fd in fds:
             os.close(fd)
         children.add(pid)
