@@ -59,6 +59,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto")
     p.add_argument("--jobs-per-gpu", type=int, default=4, help="evaluations at a time per GPU")
+    p.add_argument("--gpus", default=None,
+                   help="comma-separated GPU indices to use (default: every GPU nvidia-smi lists)")
     p.add_argument("--rounds", type=int, default=3, help="passes over the candidates for throughput")
     p.add_argument("--repeat", type=int, default=5, help="evaluations of one candidate for stability")
     p.add_argument("--stability-candidates", type=int, default=3,
@@ -127,6 +129,11 @@ def main() -> int:
         save()
 
     gpus = [str(g) for g in gpu_indices()] if device == "cuda" else [None]
+    if args.gpus and device == "cuda":
+        chosen = args.gpus.split(",")
+        if not set(chosen) <= set(gpus):
+            p.error(f"--gpus {args.gpus}: this machine's GPUs are {','.join(gpus) or 'none'}")
+        gpus = chosen
     jobs = args.jobs_per_gpu
     spread: dict[str, float] = {}
     with Evaluator(cfg, jobs=jobs * len(gpus), gpus=gpus if device == "cuda" else None) as ev:
@@ -275,10 +282,12 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
         figures[f"not_correct_under_load_{n_gpus}gpu"] = sum(not r.correct for r in loaded)
         figures[f"phases_under_load_{n_gpus}gpu"] = _median_phases(loaded)
         figures["warm_workers"] = ev.stats()["warm"] / max(ev.stats()["workers"], 1)
+        figures[f"judges_reused_{n_gpus}gpu"] = round(ev.stats()["judges_reused"] / (len(batch) + 1), 3)
     console.print(f"throughput on {n_gpus} GPU(s): {len(batch)} evaluations, {len(batch) / minutes:.1f}/min "
                   f"(harness {figures[f'harness_cores_{n_gpus}gpu']} cores, machine "
                   f"{figures[f'machine_busy_{n_gpus}gpu']} busy, "
-                  f"{figures[f'machine_cpu_s_per_eval_{n_gpus}gpu']} CPU-s per evaluation)")
+                  f"{figures[f'machine_cpu_s_per_eval_{n_gpus}gpu']} CPU-s per evaluation, "
+                  f"{figures[f'judges_reused_{n_gpus}gpu'] * 100:.0f}% of judges kept from an earlier one)")
 
 
 def _machine_cpu() -> tuple[int, int]:

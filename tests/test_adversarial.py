@@ -248,7 +248,8 @@ FORKED = ("cat11_exit_zero", "cat13_segfault", "cat13_hang", "cat13_output_flood
 def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path):
     """An Evaluator's spares are forked from its pool's zygote once it is warm (zygote.py). Exits,
     signals, hangs, floods, leftover threads and a forged channel get the same verdicts through
-    them as through fresh interpreters, and an honest candidate still passes."""
+    them as through fresh interpreters, and an honest candidate still passes; judges kept from one
+    case to the next (`reuse_judges`) judge the next as a fresh one would."""
     with Evaluator(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), jobs=1) as ev:
         pool = ev._pools[None]
         assert pool.zygote is not None and pool.zygote.ready.wait(120), "the zygote did not warm up"
@@ -265,7 +266,11 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
             res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id, evaluator=ev)
             _assert_verdict(case, expects[profile], res, time.monotonic() - t0)
         assert not pool.zygote.dead and all(w.forked for w in pool.spares)
-        assert ev.stats()["cold"] == 0 and ev.stats()["forked"] >= pool.size + 2 * len(FORKED)
+        # every judge and candidate was forked, or a judge kept from an earlier case (whose
+        # candidate's fault did not spoil it: the verdicts above were right all the same)
+        stats = ev.stats()
+        assert stats["cold"] == 0 and stats["judges_reused"] >= 1, stats
+        assert stats["forked"] + stats["judges_reused"] >= pool.size + 2 * len(FORKED), stats
 
 
 @pytest.mark.gpu

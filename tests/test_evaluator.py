@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
-from cuda_agent.evaluate.engine import WarmPool
+from cuda_agent.evaluate.engine import WarmPool, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.tasks import load_task
 
@@ -58,7 +58,8 @@ def test_submit_and_asyncio(tmp_path):
         got = asyncio.run(ev.aevaluate(task, c["wrong"]))
         assert fut.result(timeout=120).reward == 1
         assert got.reward == -1
-        assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0, "forked": 0}  # warm=0: no pool at all
+        assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0, "forked": 0,
+                              "judges_reused": 0}  # warm=0: no pool at all
     with pytest.raises(RuntimeError, match="closed"):
         ev.submit(task, c["right"])
 
@@ -67,6 +68,55 @@ def test_cuda_without_gpu_is_a_clear_error(monkeypatch):
     monkeypatch.setattr("cuda_agent.evaluate.evaluator.gpu_indices", lambda: [])
     with pytest.raises(RuntimeError, match="no GPU"):
         Evaluator(EvalConfig(device="cuda"))
+
+
+def test_a_judge_serves_the_next_evaluations_and_a_task_that_changes_torch_gets_a_fresh_one(tmp_path):
+    """A judge that forgot its evaluation and found its process as clean as it started judges the
+    next one (no CUDA context made and destroyed for it); a task whose code changed torch's global
+    state leaves its judge to close, and the next evaluation gets a fresh judge and a right verdict."""
+    task, c = load_task(TASK), _cands(tmp_path)
+    meddler = tmp_path / "meddling_task.py"
+    meddler.write_text(TASK.read_text().replace("class Model", "torch.backends.cudnn.benchmark = "
+                                                "not torch.backends.cudnn.benchmark\n\n\nclass Model"))
+    with Evaluator(_cfg(tmp_path), jobs=1, warm=2) as ev:
+        pool = ev._pools[None]
+        first = [ev.evaluate(task, c[k]) for k in ("right", "wrong", "right")]
+        assert [r.correct for r in first] == [True, False, True]
+        assert ev.stats()["judges_reused"] == 2 and len(pool.judges) == 1
+        kept = pool.judges[0]
+        assert ev.evaluate(load_task(meddler), c["right"]).correct  # judged by the kept judge ...
+        assert ev.stats()["judges_reused"] == 3 and not pool.judges  # ... which then closed
+        wait_teardowns(30)
+        assert kept.proc.poll() is not None
+        again = ev.evaluate(task, c["wrong"])
+        assert again.failures[0].code is Code.OUTPUT_MISMATCH
+        assert ev.stats()["judges_reused"] == 3 and len(pool.judges) == 1
+        # a kept judge that died meanwhile is replaced by a spare
+        os.killpg(pool.judges[0].proc.pid, signal.SIGKILL)
+        assert ev.evaluate(task, c["right"]).correct
+        assert ev.stats()["judges_reused"] == 3
+
+
+def test_judge_process_state_sees_patches_and_switches(monkeypatch):
+    """What a judge checks before serving another evaluation: stable when nothing changed, and
+    every change a task could make to a later task's reference shows."""
+    import torch
+
+    from cuda_agent.evaluate.worker import _process_state, _state_changes
+
+    before = _process_state()
+    assert _state_changes(before, _process_state()) == []
+    monkeypatch.setattr(torch.nn.functional, "gelu", lambda x, approximate="none": x)
+    monkeypatch.setattr(torch.Tensor, "add", lambda a, b: a)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", not torch.backends.cudnn.deterministic)
+    torch.set_default_dtype(torch.float64)
+    try:
+        changes = _state_changes(before, _process_state())
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert any(c.startswith("torch.nn.functional: gelu replaced") for c in changes), changes
+    assert any(c.startswith("torch.Tensor: add replaced") for c in changes), changes
+    assert any(c.startswith("cudnn:") for c in changes) and any(c.startswith("default dtype:") for c in changes)
 
 
 def test_pool_replaces_a_spare_that_died(tmp_path):

@@ -80,6 +80,11 @@ class EvalConfig:
     system's temporary directory for staging and /dev/shm for buffers."""
     output_limit: int = 16384
     """Bytes of the candidate's stdout/stderr kept (head and tail); the rest is counted and dropped."""
+    reuse_judges: bool = True
+    """With a pool of warm workers (`Evaluator`), a judge (trusted: it runs the task's reference,
+    never candidate code) serves later evaluations on its GPU once it has forgotten the last one
+    and finds its process as it started (torch's switches, its functions, no threads left); each
+    reuse spares the machine a CUDA context made and destroyed. False: a fresh judge every time."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):

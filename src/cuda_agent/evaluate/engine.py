@@ -333,8 +333,9 @@ class WarmPool:
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []
+        self.judges: list[_Worker] = []  # judges of finished evaluations, kept for the next (give_back)
         self.closed = False
-        self.taken = self.cold = self.forked = 0
+        self.taken = self.cold = self.forked = self.reused = 0
         self.zygote = Zygote(self.env, self.dir) if zygote and size > 0 else None
         self._fill()
 
@@ -351,6 +352,19 @@ class WarmPool:
                     self.spares.append(self._spawn(guard))
 
     def take(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> _Worker:
+        if role == "judge":
+            with self.lock:
+                judge = self.judges.pop() if self.judges and not self.closed else None
+            if judge is not None:
+                try:
+                    judge.become(role, cwd, env, timeout)
+                except WorkerFailure:  # it died while kept: a spare instead
+                    judge.close()
+                else:
+                    with self.lock:
+                        self.taken += 1
+                        self.reused += 1
+                    return judge
         with self.lock:
             if self.closed:
                 raise RuntimeError("this WarmPool is closed")
@@ -370,10 +384,22 @@ class WarmPool:
         self.cold += 1
         return self._spawn().become(role, cwd, env, timeout)
 
+    def give_back(self, judge: _Worker) -> bool:
+        """Keep a judge that has forgotten its evaluation and may judge another (worker
+        Judge.cmd_reset) for the next evaluation; False when the pool keeps enough already (the
+        caller closes it). Each kept judge holds a CUDA context and what torch caches of device
+        memory, so at most half the pool's size are kept."""
+        with self.lock:
+            if self.closed or len(self.judges) >= max(self.size // 2, 1):
+                return False
+            self.judges.append(judge)
+            return True
+
     def close(self) -> None:
         with self.lock:
             self.closed = True
-            spares, self.spares = self.spares, []
+            spares, self.spares = self.spares + self.judges, []
+            self.judges = []
         for w in spares:
             w.close()
         if self.zygote is not None:
@@ -467,6 +493,7 @@ class _Evaluation:
                 traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
             t0 = time.monotonic()
+            self._keep_judge()
             reaping = _close_all(self.workers, self.lock)
             if not self.background_teardown:
                 reaping.join()
@@ -488,6 +515,23 @@ class _Evaluation:
                                            self.res.speedup_compile)
         self.res.phases_s["total"] = round(time.monotonic() - t_start, 4)
         return self.res
+
+    def _keep_judge(self) -> None:
+        """Give the judge back to the pool for another evaluation when it may judge again: it is
+        alive, its evaluation did not end in its own or the reference's failure, and it has
+        forgotten everything and found its process as clean as it started (worker
+        Judge.cmd_reset). Otherwise it closes with the other workers."""
+        judge = getattr(self, "judge", None)
+        if not self.cfg.reuse_judges or self.pool is None or judge is None or judge.proc.poll() is not None:
+            return
+        if any(r.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR) for r in self.res.reasons):
+            return
+        try:  # (it unmaps the candidate's buffers while the candidate still lives)
+            reply = judge.call("reset", JUDGE_RESET_S)
+        except WorkerFailure:  # (a timeout killed it; it closes with the others)
+            return
+        if reply.get("reusable") and self.pool.give_back(judge):
+            self.workers.remove(judge)
 
     def _run(self, tmp: Path, shm: Path) -> None:
         cfg = self.cfg
@@ -902,6 +946,7 @@ class _Evaluation:
 # cached (a 64x256 tanh measured at 14 ms +- 7 on two cores shared with a test suite would have made
 # every later candidate 16x "faster").
 NOISY_SPREAD, NOISY_MS = 0.25, 0.2
+JUDGE_RESET_S = 10.0  # seconds a judge may take to forget its evaluation (else it is closed)
 PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
 
 

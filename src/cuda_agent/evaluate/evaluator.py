@@ -112,11 +112,13 @@ class Evaluator(EvaluatorBase):
         return self._executor.submit(self._run, task, candidate, config)
 
     def stats(self) -> dict[str, int]:
-        """Workers handed out warm and started cold, and spares forked from a zygote, over all GPUs."""
+        """Workers handed out warm and started cold, spares forked from a zygote, and judges kept
+        from an earlier evaluation, over all GPUs."""
         pools = [p for p in self._pools.values() if p is not None]
         taken = sum(p.taken for p in pools)
         cold = sum(p.cold for p in pools)
-        return {"workers": taken, "warm": taken - cold, "cold": cold, "forked": sum(p.forked for p in pools)}
+        return {"workers": taken, "warm": taken - cold, "cold": cold, "forked": sum(p.forked for p in pools),
+                "judges_reused": sum(p.reused for p in pools)}
 
     def close(self) -> None:
         self._closed = True

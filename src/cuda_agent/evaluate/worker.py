@@ -127,6 +127,49 @@ class Judge:
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
+        self.served = 0  # evaluations judged (a judge may serve several: cmd_reset)
+        self.state0 = _process_state()  # before any task code ran
+
+    def cmd_become(self, role: str, cwd: str, env: dict[str, str]) -> dict[str, Any]:
+        """A judge kept from an earlier evaluation (cmd_reset) takes the next one's directory and
+        environment, as a spare does (`_become`)."""
+        if role != "judge":
+            raise Failure(Code.INFRA_ERROR, f"a judge cannot become a {role!r}")
+        _enter(cwd, env)
+        return {}
+
+    def cmd_reset(self) -> dict[str, Any]:
+        """Forget the evaluation: the task, its model, inputs and outputs, and every mapping of the
+        candidate's buffers. Then say whether this process may judge another evaluation: the device
+        is healthy, and nothing the task's code could have changed for the next task's reference
+        differs from before the first task ran (`_process_state`). Reuse spares the machine a CUDA
+        context made and destroyed per evaluation, which the host's driver serialises across GPUs."""
+        import gc
+
+        import torch
+
+        importer = self.__dict__.pop("importer", None)
+        for name in ("model", "task", "timer"):
+            self.__dict__.pop(name, None)
+        self.trials, self.slots, self.ref_ms = {}, {}, None
+        sys.modules.pop("cuda_agent_task", None)
+        why: list[str] = []
+        try:
+            if importer is not None:
+                importer.close(everything=True)
+            gc.collect()
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+                torch.cuda.ipc_collect()
+                if torch.cuda.memory_reserved() > JUDGE_RESERVED_MAX:
+                    torch.cuda.empty_cache()
+        except Exception as exc:  # a device error is sticky: this context is done
+            why.append(f"the device failed: {type(exc).__name__}: {str(exc)[:200]}")
+        self.served += 1
+        if self.served >= JUDGE_MAX_SERVED:
+            why.append(f"served {self.served} evaluations")
+        why += _state_changes(self.state0, _process_state())
+        return {"reusable": not why, "why": why[:8]}
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
                   shm_dir: str) -> dict[str, Any]:
@@ -342,6 +385,71 @@ class Judge:
         return {"code": None}
 
 
+JUDGE_MAX_SERVED = 64  # evaluations per judge process, a bound on whatever slowly accumulates
+JUDGE_RESERVED_MAX = 4 << 30  # device memory a kept judge may hold in torch's cache (bytes)
+_NAMESPACES = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.functional", "torch.nn.init",
+               "torch.linalg", "torch.fft", "torch.special", "torch.cuda", "torch.backends")
+
+
+def _process_state() -> dict[str, Any]:
+    """What task code can change in the judge's process that would change a later task's
+    reference or inputs: torch's global switches, the functions of its public namespaces (a patch),
+    Python threads left running."""
+    import threading
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # some switches have newer spellings and warn when read
+        warnings.simplefilter("ignore")
+        state: dict[str, Any] = {
+            "default dtype": torch.get_default_dtype(),
+            "grad mode": torch.is_grad_enabled(),
+            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+            "CPU threads": torch.get_num_threads(),
+            "Python threads": threading.active_count(),
+            "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+                      torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
+            "matmul": (torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+                       torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+            **_precision(),
+        }
+        get_default_device = getattr(torch, "get_default_device", None)
+        if get_default_device is not None:
+            state["default device"] = str(get_default_device())
+    for name in _NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
+        ns = _resolve_ns(name)
+        state[name] = {a: v for a, v in vars(ns).items() if not isinstance(v, _SCALARS)} if ns is not None else {}
+    return state
+
+
+_SCALARS = (bool, int, float, str, bytes, type(None))
+
+
+def _resolve_ns(name: str) -> Any:
+    from cuda_agent.evaluate.guard import _resolve
+
+    return _resolve(name)
+
+
+def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two `_process_state`s: changed switches, and attributes of torch's
+    namespaces replaced or removed, or added to a class (a method shadowing its base's; a module
+    gains attributes as torch loads its submodules lazily)."""
+    changes = []
+    for key, old in before.items():
+        new = after.get(key)
+        if key in _NAMESPACES:
+            replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
+            if isinstance(_resolve_ns(key), type):
+                replaced += [a for a in new if a not in old]
+            if replaced:
+                changes.append(f"{key}: {', '.join(sorted(replaced)[:4])} replaced")
+        elif new != old:
+            changes.append(f"{key}: {old!r} -> {new!r}")
+    return changes
+
+
 def _same_layout(a: Any, b: Any) -> bool:
     """Do two transport specs describe the same structure, shapes and dtypes (buffers aside)?"""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -532,8 +640,6 @@ def serve(handler: Any, chan: Channel) -> None:
 def _become(chan: Channel) -> str:
     """A spare (a worker started ahead of need, torch already imported) learns its role, directory
     and the evaluation's environment from its first command."""
-    import tempfile
-
     msg = chan.recv()
     args = msg.get("args", {}) if msg.get("cmd") == "become" else {}
     role = args.get("role")
@@ -541,11 +647,18 @@ def _become(chan: Channel) -> str:
         chan.send({"ok": False, "code": Code.INFRA_ERROR.value, "message": "a spare needs `become` first",
                    "seq": msg.get("seq")})
         os._exit(1)
-    os.chdir(args["cwd"])
-    os.environ.update({str(k): str(v) for k, v in args["env"].items()})
-    tempfile.tempdir = None  # TMPDIR may have changed
+    _enter(args["cwd"], args["env"])
     chan.send({"ok": True, "seq": msg.get("seq")})
     return role
+
+
+def _enter(cwd: str, env: dict[str, Any]) -> None:
+    """Move into an evaluation's directory and environment."""
+    import tempfile
+
+    os.chdir(cwd)
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    tempfile.tempdir = None  # TMPDIR may have changed
 
 
 ROLES = ("judge", "candidate", "eager", "compile")
