@@ -310,8 +310,9 @@ def _close_all(workers: list[_Worker], lock: DeviceLock | None) -> threading.Thr
 class WarmPool:
     """Worker processes started ahead of need, torch already imported (and, with `cuda`, the CUDA
     context of the GPU that `env` makes visible created), handed out as the judge or a runner of the
-    next evaluation (`_Worker.become`); each is used by one evaluation only, and a replacement starts
-    as soon as one is taken, so the import overlaps the running evaluations. An evaluation takes two
+    next evaluation (`_Worker.become`); a runner serves one evaluation only (a judge may serve more:
+    `give_back`), and a replacement starts as soon as one is taken, so the import overlaps the
+    running evaluations. An evaluation takes two
     (four when it measures its baselines): `size` should cover what the evaluations running at once
     take while replacements start (a few seconds each).
 
