@@ -219,8 +219,15 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
     scoped = sorted((x for x in cands if eager.get(x[0], 0.0) >= 0.1), key=lambda x: -eager[x[0]])
     scoped = scoped[: args.stability_candidates]
     spread: dict[str, float] = {}
+    clocks = GpuLog() if cfg.device == "cuda" else None
     for name, t, c in scoped:
-        rs = [ev.evaluate(t, c) for _ in range(args.repeat)]
+        rs, windows = [], []
+        for _ in range(args.repeat):
+            t0 = time.monotonic()
+            rs.append(ev.evaluate(t, c))
+            windows.append((t0, time.monotonic()))
+        if clocks is not None:  # the clock the GPU ran at: a power-bound kernel is timed at its mercy
+            figures.setdefault("stability_gpu", {})[name] = [clocks.busiest(*w) for w in windows]
         speedups = [r.speedup_eager or 0.0 for r in rs]
         spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
         figures.setdefault("stability_candidate_ms", {})[name] = [
@@ -230,7 +237,11 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
         figures.setdefault("stability_candidate_iqr", {})[name] = [
             round(r.times_ms["candidate"].iqr / r.times_ms["candidate"].median, 4)
             if r.times_ms.get("candidate") else None for r in rs]
-        console.print(f"stability {name} (eager {eager[name]:.3f} ms): " + " ".join(f"{s:.4f}" for s in speedups))
+        console.print(f"stability {name} (eager {eager[name]:.3f} ms): " + " ".join(f"{s:.4f}" for s in speedups)
+                      + ("" if clocks is None else "; SM MHz, W: " + " ".join(
+                          f"{g.get('sm_mhz', 0):.0f},{g.get('power_w', 0):.0f}" for g in figures["stability_gpu"][name])))
+    if clocks is not None:
+        clocks.close()
     figures["stability"] = spread
     figures["stability_max_over_min"] = max(spread.values(), default=None)
     if args.compare_uncached:
@@ -288,6 +299,49 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
                   f"{figures[f'machine_busy_{n_gpus}gpu']} busy, "
                   f"{figures[f'machine_cpu_s_per_eval_{n_gpus}gpu']} CPU-s per evaluation, "
                   f"{figures[f'judges_reused_{n_gpus}gpu'] * 100:.0f}% of judges kept from an earlier one)")
+
+
+class GpuLog:
+    """Every GPU's SM clock, power draw and temperature, sampled by `nvidia-smi -lms` every 100 ms
+    from a thread, each line stamped on arrival."""
+
+    FIELDS = ("index", "sm_mhz", "power_w", "temp_c")
+
+    def __init__(self, period_ms: int = 100) -> None:
+        import subprocess
+        import threading
+
+        self.rows: list[tuple[float, dict[str, float]]] = []
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=index,clocks.sm,power.draw,temperature.gpu",
+             "--format=csv,noheader,nounits", "-lms", str(period_ms)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                row = dict(zip(self.FIELDS, (float(x) for x in line.split(","))))
+            except ValueError:  # "[N/A]" and the like
+                continue
+            self.rows.append((time.monotonic(), row))
+
+    def busiest(self, t0: float, t1: float) -> dict[str, float]:
+        """Mean clock, power and temperature between t0 and t1 of the GPU that drew the most power."""
+        by_gpu: dict[float, list[dict[str, float]]] = {}
+        for t, row in list(self.rows):
+            if t0 <= t <= t1 and "index" in row:
+                by_gpu.setdefault(row["index"], []).append(row)
+        if not by_gpu:
+            return {}
+        rows = max(by_gpu.values(), key=lambda rs: statistics.mean(r.get("power_w", 0.0) for r in rs))
+        return {k: round(statistics.mean(r[k] for r in rows if k in r), 1) for k in self.FIELDS
+                if any(k in r for r in rows)} | {"samples": len(rows)}
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
 
 
 def _machine_cpu() -> tuple[int, int]:
