@@ -307,7 +307,8 @@ def test_ray_evaluator_on_a_local_cluster(tmp_path):
             assert [r.reward for r in results] == [-1, 1]
             assert results[0].failures[0].code is Code.OUTPUT_MISMATCH
             assert asyncio.run(ev.aevaluate(task, c["right"])).correct
-            assert ev.stats()["workers"] >= 6
+            stats = ev.stats()
+            assert stats["workers"] >= 6 and stats["judges_reused"] >= 1, stats  # the last judge was kept
         with pytest.raises(RuntimeError, match="closed"):
             ev.submit(task, c["right"])
         with pytest.raises(RuntimeError, match="no GPU"):

@@ -98,7 +98,7 @@ class RayEvaluator(EvaluatorBase):
     def stats(self) -> dict[str, int]:
         ray = _ray()
         per = ray.get([a.stats.remote() for a in self.actors])
-        return {k: sum(s[k] for s in per) for k in ("workers", "warm", "cold")}
+        return {k: sum(s.get(k, 0) for s in per) for k in ("workers", "warm", "cold", "forked", "judges_reused")}
 
     def close(self) -> None:
         if self._closed:
