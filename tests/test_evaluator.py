@@ -97,6 +97,33 @@ def test_a_judge_serves_the_next_evaluations_and_a_task_that_changes_torch_gets_
         assert ev.stats()["judges_reused"] == 3
 
 
+def test_a_kept_judge_holds_nothing_of_the_last_evaluation_and_a_failed_reference_is_not_kept(tmp_path):
+    """Kept, a judge maps none of the last candidate's buffers (its shared-memory files are gone
+    from its address space). A task whose reference fails, or which leaves a thread running, ends
+    with its judge closed."""
+    task, c = load_task(TASK), _cands(tmp_path)
+    broken = tmp_path / "broken_task.py"
+    broken.write_text(TASK.read_text().replace("return torch.relu(x + self.bias)", "raise ValueError('no')"))
+    threaded = tmp_path / "threaded_task.py"
+    threaded.write_text("import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True)"
+                        ".start()\n" + TASK.read_text())
+    with Evaluator(_cfg(tmp_path), jobs=1, warm=2) as ev:
+        pool = ev._pools[None]
+        assert ev.evaluate(task, c["right"]).correct
+        [judge] = pool.judges
+        maps = Path(f"/proc/{judge.proc.pid}/maps").read_text()
+        assert "cuda-agent-shm-" not in maps and "cuda-agent-eval-" not in maps
+        # (untimed: the baselines' runners would refuse the thread themselves, a reference_error)
+        for bad, code in ((broken, Code.REFERENCE_ERROR), (threaded, None)):
+            res = ev.evaluate(load_task(bad), c["right"], _cfg(tmp_path, timing=False))
+            assert (res.failures[0].code if res.failures else None) is code, res.failures
+            assert not pool.judges  # the judge that served it was not kept
+            wait_teardowns(30)
+            assert judge.proc.poll() is not None
+            assert ev.evaluate(task, c["right"]).correct  # a fresh judge, kept in turn
+            [judge] = pool.judges
+
+
 def test_judge_process_state_sees_patches_and_switches(monkeypatch):
     """What a judge checks before serving another evaluation: stable when nothing changed, and
     every change a task could make to a later task's reference shows."""
