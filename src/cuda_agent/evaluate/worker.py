@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.evaluate.channel import Channel, ChannelClosed
+from cuda_agent.evaluate.guard import _resolve  # (guard imports nothing heavy)
 from cuda_agent.evaluate.result import Code
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
@@ -418,18 +419,12 @@ def _process_state() -> dict[str, Any]:
         if get_default_device is not None:
             state["default device"] = str(get_default_device())
     for name in _NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
-        ns = _resolve_ns(name)
+        ns = _resolve(name)
         state[name] = {a: v for a, v in vars(ns).items() if not isinstance(v, _SCALARS)} if ns is not None else {}
     return state
 
 
 _SCALARS = (bool, int, float, str, bytes, type(None))
-
-
-def _resolve_ns(name: str) -> Any:
-    from cuda_agent.evaluate.guard import _resolve
-
-    return _resolve(name)
 
 
 def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -441,7 +436,7 @@ def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         new = after.get(key)
         if key in _NAMESPACES:
             replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
-            if isinstance(_resolve_ns(key), type):
+            if isinstance(_resolve(key), type):
                 replaced += [a for a in new if a not in old]
             if replaced:
                 changes.append(f"{key}: {', '.join(sorted(replaced)[:4])} replaced")
