@@ -234,6 +234,8 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
             r.times_ms["candidate"].median if r.times_ms.get("candidate") else None for r in rs]
         # the spread inside each evaluation (interquartile range over median of its samples): noise
         # a longer budget averages away, unlike a shift between evaluations
+        figures.setdefault("stability_candidate_n", {})[name] = [
+            r.times_ms["candidate"].n if r.times_ms.get("candidate") else None for r in rs]
         figures.setdefault("stability_candidate_iqr", {})[name] = [
             round(r.times_ms["candidate"].iqr / r.times_ms["candidate"].median, 4)
             if r.times_ms.get("candidate") else None for r in rs]

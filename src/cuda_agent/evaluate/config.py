@@ -85,6 +85,10 @@ class EvalConfig:
     never candidate code) serves later evaluations on its GPU once it has forgotten the last one
     and finds its process as it started (torch's switches, its functions, no threads left); each
     reuse spares the machine a CUDA context made and destroyed. False: a fresh judge every time."""
+    ipc_segments: bool = True
+    """CUDA: the judge maps each device allocation of the candidate once per evaluation and views
+    the tensors it is sent inside it. False: torch's sharing, with an IPC open, close and event per
+    tensor sent (driver calls that the host serialises with every process's context creation)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):

@@ -608,7 +608,7 @@ class _Evaluation:
                                     extension=str(built.so_path) if built else None,
                                     device=self.device, init_seed=self.seeds["init"],
                                     init_inputs=setup["init_inputs"], shm_dir=str(shm),
-                                    policy=cfg.policy)
+                                    policy=cfg.policy, ipc_segments=cfg.ipc_segments)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:
@@ -786,7 +786,8 @@ class _Evaluation:
         with self._on_device():
             loaded = worker.call("load", self._left(), stage_dir=str(worker.cwd), extension=None,
                                  device=self.device, init_seed=self.seeds["init"],
-                                 init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none")
+                                 init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none",
+                                 ipc_segments=self.cfg.ipc_segments)
             self.judge.call("weights", self._left(), state=loaded["state"])
             worker.call("load_weights", self._left())
 

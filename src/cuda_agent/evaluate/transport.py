@@ -5,20 +5,30 @@ JSON describing its structure (tensors, lists, tuples, dicts of str keys, Python
 each tensor carries a *buffer descriptor* instead of its bytes:
 
 - CPU: a file in the evaluation's shared-memory directory, mapped by both processes;
-- CUDA: a CUDA IPC handle of the storage, opened by the judge (the same mechanism
-  torch.multiprocessing uses, without its pickles).
+- CUDA: the CUDA IPC handle of the device allocation (segment) that holds the tensor, with the
+  tensor's offset in it. The judge maps each segment once per evaluation and views every later
+  tensor in it without another driver call; the host's driver serialises IPC opens and closes
+  with every other process's context creation, on all GPUs, so a map per checked output was the
+  evaluation's costliest driver traffic. Where a segment has no IPC handle (an allocator the
+  candidate configured otherwise), torch's own sharing (`_share_cuda_`, as torch.multiprocessing
+  uses it, without its pickles) carries the tensor instead; `segments=False` always uses it.
 
 Direction matters for the trust boundary: buffers are always *owned by the candidate's process* and
 opened by the judge, never the reverse, so the candidate never holds a mapping of the judge's memory
 (where reference outputs live). The judge clones what it opens at once and validates every number in
-a descriptor (dtype, bounds, path) before use.
+a descriptor (dtype, bounds, path) before use; a segment's bounds come from the driver, not from the
+descriptor. No event orders the judge's reads after the candidate's writes: the candidate's process
+synchronises its device before it answers any command.
 """
 
 from __future__ import annotations
 
 import base64
+import ctypes
+import gc
 import itertools
 import os
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,12 +105,76 @@ def tensors_of(value: Any) -> list[torch.Tensor]:
 
 # --- buffers ---------------------------------------------------------------------------------------
 
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]  # CU_IPC_HANDLE_SIZE
+
+
+class _Driver:
+    """The CUDA driver's IPC calls, through ctypes on libcuda (which torch has loaded already). They
+    act on the calling thread's current context: torch's primary context of the device set with
+    `torch.cuda.set_device`."""
+
+    _lib: Any = None
+
+    def __init__(self) -> None:
+        if _Driver._lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            u64, p_u64 = ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)
+            lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_IpcHandle), u64]
+            lib.cuIpcOpenMemHandle_v2.argtypes = [p_u64, _IpcHandle, ctypes.c_uint]
+            lib.cuIpcCloseMemHandle.argtypes = [u64]
+            lib.cuMemGetAddressRange_v2.argtypes = [p_u64, ctypes.POINTER(ctypes.c_size_t), u64]
+            lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+            _Driver._lib = lib
+        self.lib = _Driver._lib
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc:
+            name = ctypes.c_char_p()
+            self.lib.cuGetErrorName(rc, ctypes.byref(name))
+            raise RuntimeError(f"{what}: {(name.value or b'CUDA error').decode()} ({rc})")
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        """(base, bytes) of the allocation that holds device address `ptr`."""
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self._check(self.lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr),
+                    "cuMemGetAddressRange")
+        return base.value, size.value
+
+    def handle(self, base: int) -> bytes:
+        h = _IpcHandle()
+        self._check(self.lib.cuIpcGetMemHandle(ctypes.byref(h), base), "cuIpcGetMemHandle")
+        return ctypes.string_at(ctypes.addressof(h), ctypes.sizeof(h))  # .reserved would stop at a NUL
+
+    def open(self, handle: bytes) -> int:
+        h = _IpcHandle.from_buffer_copy(handle)
+        ptr = ctypes.c_uint64()
+        self._check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, 1),  # lazy peer access
+                    "cuIpcOpenMemHandle")
+        return ptr.value
+
+    def close(self, ptr: int) -> None:
+        self._check(self.lib.cuIpcCloseMemHandle(ptr), "cuIpcCloseMemHandle")
+
+
+class _Mapped:
+    """A mapped segment as torch sees it (`__cuda_array_interface__`): bytes, without ownership.
+    Every tensor viewing the segment keeps this object alive, so a dead weak reference to it says
+    that no view is left and the mapping may close."""
+
+    def __init__(self, ptr: int, size: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+
 class Exporter:
     """Candidate side: allocates exportable tensors and exports existing ones."""
 
-    def __init__(self, device: torch.device, shm_dir: Path):
+    def __init__(self, device: torch.device, shm_dir: Path, segments: bool = True):
         self.device = device
         self.shm_dir = Path(shm_dir)
+        self._driver = _Driver() if segments and device.type == "cuda" else None
+        self._torch_shared = False  # something went through `_share_cuda_` since the last release
         self._ids = itertools.count()
         self._keep: list[Any] = []  # exported storages stay alive until release()
         self._owned: list[torch.Tensor] = []  # buffers from empty(): alive until release(everything=True)
@@ -129,6 +203,11 @@ class Exporter:
         spec = tensor_spec(t)
         if t.device.type == "cuda":
             storage = t.untyped_storage()
+            if self._driver is not None and (buf := self._segment(storage)) is not None:
+                self._keep.append(storage)
+                spec["buf"] = {**buf, "size_bytes": storage.nbytes(), "storage_offset": t.storage_offset()}
+                return spec
+            self._torch_shared = True
             (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
              event_handle, event_sync) = storage._share_cuda_()
             self._keep.append(storage)
@@ -150,6 +229,19 @@ class Exporter:
         spec["buf"] = {"kind": "shm", "path": flat.cuda_agent_path, "size_bytes": nbytes,
                        "storage_offset": 0}
         return spec
+
+    def _segment(self, storage: Any) -> dict[str, Any] | None:
+        """The storage's allocation as an IPC handle and an offset, or None where the driver has no
+        handle for it (then torch's sharing carries it)."""
+        ptr = storage.data_ptr()
+        if not ptr:
+            return None
+        try:
+            base, _ = self._driver.address_range(ptr)
+            handle = self._driver.handle(base)
+        except RuntimeError:
+            return None
+        return {"kind": "cuda_seg", "handle": _b64(handle), "offset_bytes": ptr - base}
 
     def export_allocated(self, t: torch.Tensor) -> dict[str, Any]:
         """Descriptor of a tensor made by `empty()`, without copying (so writes reach it)."""
@@ -174,7 +266,8 @@ class Exporter:
         for prefix in prefixes:
             for p in self.shm_dir.glob(f"{prefix}{os.getpid()}_*"):
                 p.unlink(missing_ok=True)
-        if self.device.type == "cuda":
+        if self._torch_shared:
+            self._torch_shared = False
             torch.cuda.ipc_collect()
 
 
@@ -186,6 +279,8 @@ class Importer:
         self.shm_dir = Path(shm_dir).resolve()
         self._open: list[Any] = []
         self._pinned: list[Any] = []  # buffers kept open across close() (the candidate's input slots)
+        self._segments: dict[bytes, tuple[torch.Tensor, Any, int]] = {}  # handle: (bytes, ref, address)
+        self._torch_opened = False
 
     def open_pinned(self, spec: dict[str, Any]) -> torch.Tensor:
         """`open`, kept mapped until `close(everything=True)`."""
@@ -236,17 +331,79 @@ class Importer:
             except (KeyError, TypeError, ValueError, RuntimeError) as exc:
                 raise SpecError(f"cannot open CUDA IPC buffer: {exc}") from None
             self._open.append(storage)
+            self._torch_opened = True
             t = torch.empty(0, dtype=dtype, device=self.device)
             t.set_(storage, offset, shape, stride)
             return t
+        if kind == "cuda_seg":
+            t = self._segment_view(buf, dtype, shape, stride, offset)
+            self._open.append(t)
+            return t
         raise SpecError(f"unknown buffer kind {kind!r}")
 
-    def close(self, everything: bool = False) -> None:
+    def _segment_view(self, buf: dict[str, Any], dtype: torch.dtype, shape: list[int], stride: list[int],
+                      offset: int) -> torch.Tensor:
+        """A view into a segment of the candidate's, mapped on first sight for the evaluation. The
+        bounds are the allocation's as the driver reports it in this process."""
+        if self.device.type != "cuda":
+            raise SpecError("CUDA buffer offered to a CPU evaluation")
+        handle, at = _unb64(buf.get("handle")), buf.get("offset_bytes")
+        if handle is None or len(handle) != ctypes.sizeof(_IpcHandle):
+            raise SpecError("bad IPC handle")
+        if type(at) is not int or at < 0 or at % dtype.itemsize:
+            raise SpecError(f"bad offset_bytes {at!r} for {dtype_name(dtype)}")
+        if handle not in self._segments:
+            if not self._segments:  # the driver's calls need this thread's context: torch's, made now
+                torch.cuda.synchronize(self.device)
+            driver = _Driver()
+            try:
+                ptr = driver.open(handle)
+            except RuntimeError as exc:
+                raise SpecError(f"cannot open CUDA IPC buffer: {exc}") from None
+            try:
+                _, size = driver.address_range(ptr)
+                mapped = _Mapped(ptr, size)
+                raw = torch.as_tensor(mapped, device=self.device)
+                if raw.data_ptr() != ptr:  # a copy (another device), not a view
+                    raise RuntimeError(f"the segment is not on {self.device}")
+            except Exception as exc:
+                driver.close(ptr)
+                raise SpecError(f"cannot view CUDA IPC buffer: {exc}") from None
+            self._segments[handle] = (raw, weakref.ref(mapped), ptr)
+        raw = self._segments[handle][0]
+        whole = raw[: raw.numel() // dtype.itemsize * dtype.itemsize].view(dtype)
+        first = at // dtype.itemsize + offset
+        if _storage_nbytes(shape, stride, dtype, first) > whole.numel() * dtype.itemsize:
+            raise SpecError(f"tensor at byte {at} (+{offset} elements) with shape {shape} and stride "
+                            f"{stride} runs past its segment of {raw.numel()} bytes")
+        return whole.as_strided(shape, stride, first)
+
+    def close(self, everything: bool = False) -> int:
+        """Drop the views of the last command (`everything`: also the pinned input slots, and unmap
+        every segment: the evaluation's end). Returns how many segments stay mapped because a view
+        of them is still referenced somewhere (the process must not judge again)."""
         self._open.clear()
-        if everything:
-            self._pinned.clear()
-        if self.device.type == "cuda":
+        if self._torch_opened:
+            self._torch_opened = False
             torch.cuda.ipc_collect()
+        if not everything:
+            return 0
+        self._pinned.clear()
+        if not self._segments:
+            return 0
+        torch.cuda.synchronize(self.device)  # no kernel still reads a mapping
+        segments, self._segments = self._segments, {}
+        refs = [(ref, ptr) for _, ref, ptr in segments.values()]
+        del segments
+        if any(ref() is not None for ref, _ in refs):
+            gc.collect()  # a view held only by a reference cycle
+        held, driver = 0, _Driver()
+        for ref, ptr in refs:
+            if ref() is None:
+                driver.close(ptr)
+            else:
+                held += 1
+        return held
 
 
 def _b64(b: bytes | None) -> str | None:

@@ -156,8 +156,8 @@ class Judge:
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
-            if importer is not None:
-                importer.close(everything=True)
+            if importer is not None and (held := importer.close(everything=True)):
+                why.append(f"{held} segment(s) of the candidate's device memory are still viewed")
             gc.collect()
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
@@ -478,7 +478,8 @@ class Runner:
         self.baseline = baseline
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
-                 init_inputs: dict[str, Any], shm_dir: str, policy: str) -> dict[str, Any]:
+                 init_inputs: dict[str, Any], shm_dir: str, policy: str,
+                 ipc_segments: bool = True) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard
@@ -488,7 +489,7 @@ class Runner:
         self.device = _device(device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.exporter = Exporter(self.device, Path(shm_dir))
+        self.exporter = Exporter(self.device, Path(shm_dir), segments=ipc_segments)
         self.timer = Timer(self.device)
         self.policy = policy
         os.chdir(stage_dir)
