@@ -15,8 +15,8 @@ t0=$(date +%s)
 OUT="$OUT" timeout 100 bash benchmarks/device_bench.sh > "$OUT/bench.log" 2>&1
 echo "bench: rc $? in $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
-CUDA_AGENT_TEST_CACHE=$CUDA_AGENT_CACHE timeout 260 python3 -m pytest -q -m gpu -p no:cacheprovider \
-    tests/test_evaluate.py > "$OUT/pytest_gpu.log" 2>&1
+CUDA_AGENT_TEST_CACHE=$CUDA_AGENT_CACHE timeout "${GPU_TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu \
+    -p no:cacheprovider tests/test_transport.py tests/test_evaluator.py tests/test_evaluate.py > "$OUT/pytest_gpu.log" 2>&1
 echo "gpu tests: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest_gpu.log")"
 grep -v "^ok " "$OUT/adversarial.log" | grep -v "^$" | tail -5
 tail -12 "$OUT/bench.log"

@@ -461,3 +461,20 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
             w.close()
     finally:
         pool.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("warm_spares", [False, True], ids=["context", "warm-device"])
+def test_gpu_pool_verdicts_through_kept_judges_and_warmed_spares(tmp_path, warm_spares):
+    """On the GPU, through the pool: the verdicts are the same whether spares warmed only their
+    CUDA context or also their timer, cuBLAS and a cached segment (EvalConfig.warm_spares), and
+    judges kept across evaluations unmap every segment of the last candidate (else not kept)."""
+    task, c = load_task(TASK), _cands(tmp_path)
+    cfg = dataclasses.replace(_cfg(tmp_path, warm_spares=warm_spares), device="cuda")
+    with Evaluator(cfg, jobs=2, warm=2, gpus=["0"]) as ev:
+        results = ev.map([(task, c["right"]), (task, c["wrong"]), (task, c["right"]), (task, c["right"])])
+        stats = ev.stats()
+    assert [r.correct for r in results] == [True, False, True, True], [r.failures for r in results]
+    assert results[1].failures[0].code is Code.OUTPUT_MISMATCH
+    assert all(r.reward >= 1 for r in results if r.correct)
+    assert stats["judges_reused"] >= 1, stats

@@ -89,6 +89,11 @@ class EvalConfig:
     """CUDA: the judge maps each device allocation of the candidate once per evaluation and views
     the tensors it is sent inside it. False: torch's sharing, with an IPC open, close and event per
     tensor sent (driver calls that the host serialises with every process's context creation)."""
+    warm_spares: bool = False
+    """CUDA, with a pool of warm workers (`Evaluator`): besides its CUDA context, each spare makes
+    its timer's buffers, initialises cuBLAS and leaves a 256 MiB segment in torch's cache before an
+    evaluation takes it, so that these driver calls happen off the evaluation's path (each spare
+    then holds about 0.4 GiB of device memory)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):

@@ -326,11 +326,14 @@ class WarmPool:
     afresh (16 CPU-seconds on the H200 hosts); until then, and if it dies, they start as before."""
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
-                 cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True):
-        """`lock`: the device's lock, held shared while a spare creates its CUDA context."""
+                 cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True,
+                 warm_device: bool = False):
+        """`lock`: the device's lock, held shared while a spare creates its CUDA context.
+        `warm_device`: spares also warm what a worker's first command would (`EvalConfig.warm_spares`)."""
         self.env = _scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
-        self.flags = (("cuda",) if cuda else ()) + (("--lock", lock.base) if lock else ())
+        self.flags = ((("cuda",) + (("warm-device",) if warm_device else ())) if cuda else ()) + (
+            ("--lock", lock.base) if lock else ())
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []

@@ -91,6 +91,7 @@ class Evaluator(EvaluatorBase):
             warm = 2 * -(-self.jobs // len(self.gpus)) + 2
         self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
                                    output_limit=self.config.output_limit, cuda=g is not None,
+                                   warm_device=self.config.warm_spares,
                                    lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}

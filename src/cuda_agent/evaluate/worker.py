@@ -177,7 +177,6 @@ class Judge:
         import torch
 
         from cuda_agent.evaluate.device import device_info
-        from cuda_agent.evaluate.timing import Timer
         from cuda_agent.evaluate.transport import Importer, describe, inline_tensor
 
         self.device = _device(device)
@@ -195,7 +194,7 @@ class Judge:
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the task's Model could not be built:\n{_trace(exc)}")
         self.task = module
-        self.timer = Timer(self.device)
+        self.timer = _timer(self.device)
         return {
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
@@ -483,14 +482,13 @@ class Runner:
         import torch
 
         from cuda_agent.evaluate import guard
-        from cuda_agent.evaluate.timing import Timer
         from cuda_agent.evaluate.transport import Exporter, describe, from_inline
 
         self.device = _device(device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         self.exporter = Exporter(self.device, Path(shm_dir), segments=ipc_segments)
-        self.timer = Timer(self.device)
+        self.timer = _timer(self.device)
         self.policy = policy
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
@@ -670,19 +668,48 @@ def _warm_guard() -> None:
     OpGuard(set(sys.modules), strict=True).call(torch.nn.Linear(2, 2), [torch.zeros(1, 2)])
 
 
-def _warm_cuda(lock: str | None) -> None:
+WARM_SEGMENT_BYTES = 256 << 20  # device memory a fully warmed spare leaves in torch's cache
+_warm_timer: Any = None  # the Timer a fully warmed spare made, for the role it becomes
+
+
+def _warm_cuda(lock: str | None, full: bool = False) -> None:
     """Create the CUDA context (~0.3 s) before it is needed; not while an evaluation times on the
-    device, but ahead of timed rounds that wait (locks.py)."""
+    device, but ahead of timed rounds that wait (locks.py). `full`: also do what a worker's first
+    command would otherwise do on the evaluation's path, each a call into the host's driver, which
+    serialises it with every other process's context creation: the Timer's buffers and its first
+    flush and tensor-core work (cuBLAS's handle and kernels), and a segment of each of the caching
+    allocator's pools, left cached for the task's inputs and outputs."""
+    import contextlib
+
     import torch
 
     from cuda_agent.evaluate.locks import DeviceLock
 
-    if lock is None:
+    held = (DeviceLock(lock).shared(600, required=False, poll=0.01, queue=False) if lock is not None
+            else contextlib.nullcontext())
+    with held:
         torch.empty(1, device="cuda")
-        return
-    with DeviceLock(lock).shared(600, required=False, poll=0.01, queue=False):
-        torch.empty(1, device="cuda")
+        if full:
+            global _warm_timer
+            from cuda_agent.evaluate.timing import Timer
+
+            timer = Timer(torch.device("cuda", torch.cuda.current_device()))
+            timer.flush()
+            timer.touch(spin=False)
+            large = torch.empty(WARM_SEGMENT_BYTES, dtype=torch.uint8, device="cuda")
+            small = torch.empty(1 << 16, dtype=torch.uint8, device="cuda")
+            del large, small  # freed into torch's cache, not to the driver
+            _warm_timer = timer
         torch.cuda.synchronize()
+
+
+def _timer(device: Any) -> Any:
+    """A Timer for `device`: the one this process warmed as a spare, if any, else a new one."""
+    global _warm_timer
+    from cuda_agent.evaluate.timing import Timer
+
+    timer, _warm_timer = _warm_timer, None
+    return timer if timer is not None and timer.device == device else Timer(device)
 
 
 def main() -> None:
@@ -694,7 +721,8 @@ def main() -> None:
     if role == "candidate" or (role == "spare" and "guard" in sys.argv[2:]):
         _warm_guard()
     if role == "spare" and "cuda" in sys.argv[2:]:
-        _warm_cuda(sys.argv[sys.argv.index("--lock") + 1] if "--lock" in sys.argv else None)
+        _warm_cuda(sys.argv[sys.argv.index("--lock") + 1] if "--lock" in sys.argv else None,
+                   full="warm-device" in sys.argv[2:])
     chan.send({"ok": True, "ready": role, "pid": os.getpid()})
     if role == "spare":
         role = _become(chan)
