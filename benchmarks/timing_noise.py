@@ -11,12 +11,17 @@ showed the spin's effect, and is now bf16 tensor-core work); `events` the same w
 the call; `spin` four TF32 1024x1024 products before the call instead (clocks up); `ring`
 cycles batch by batch through 6 sets of input buffers allocated at different places (is the spread
 between processes a matter of where the buffers lie?).
+
+Each process's CPU at the end is shown beside its median (`far`: not on the GPU's NUMA node), and
+`--pin` runs every process on the GPU's node (`EvalConfig.pin_cpus` in the evaluator): is the spread
+between processes a matter of which socket times the launches and synchronizes?
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -83,8 +88,10 @@ def child(workload: str, batches: int, calls: int) -> dict:
             ms = [one(arg, proto) for arg in (ring[i % 6] if proto == "ring" else args)]
             calls_ms[proto].extend(ms)
             means[proto].append(sum(ms) / len(ms))
-    return {k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}
-            for k in PROTOCOLS}
+    with open("/proc/self/stat") as f:
+        cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU it last ran on
+    return {**{k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}
+               for k in PROTOCOLS}, "cpu": cpu}
 
 
 def estimators(xs: list[float]) -> dict[str, float]:
@@ -100,18 +107,29 @@ def main() -> int:
     p.add_argument("--procs", type=int, default=5)
     p.add_argument("--batches", type=int, default=150)
     p.add_argument("--calls", type=int, default=8)
+    p.add_argument("--pin", action="store_true", help="run every process on the GPU's NUMA node")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.batches, args.calls)))
         return 0
+    from cuda_agent.evaluate.device import gpu_local_cpus
+
+    local = gpu_local_cpus(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+    print(f"GPU's NUMA node: CPUs {sorted(local) if local else 'unknown'}; "
+          f"processes {'pinned to it' if args.pin and local else 'placed by the OS'}")
+    pin = (lambda: os.sched_setaffinity(0, local)) if args.pin and local else None
     print(f"{'workload':8} {'protocol':8} {'ms':>7} {'callCV':>7} {'IQR/med':>8}  between processes (max/min - 1):")
     for w in WORKLOADS:
         procs = []
         for _ in range(args.procs):
             out = subprocess.run([sys.executable, __file__, "--child", w, "--batches", str(args.batches),
-                                  "--calls", str(args.calls)], capture_output=True, text=True, check=True)
+                                  "--calls", str(args.calls)], capture_output=True, text=True, check=True,
+                                 preexec_fn=pin)
             procs.append(json.loads(out.stdout.splitlines()[-1]))
+        print(f"{w:8} harness medians by process: " + " ".join(
+            f"{statistics.median(r['harness']['means']):.4f}@cpu{r['cpu']}"
+            + ("" if not local or r["cpu"] in local else "(far)") for r in procs), flush=True)
         for proto in PROTOCOLS:
             runs = [r[proto] for r in procs]
             ests = [estimators(r["means"]) for r in runs]

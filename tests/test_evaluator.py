@@ -163,9 +163,9 @@ def test_pool_replaces_a_spare_that_died(tmp_path):
     assert not pool.dir.exists()
 
 
-def _zygote_pool(size: int = 1) -> WarmPool:
+def _zygote_pool(size: int = 1, **kw) -> WarmPool:
     """A pool whose spares are all forked from its zygote."""
-    pool = WarmPool(size=size)
+    pool = WarmPool(size=size, **kw)
     assert pool.zygote is not None and pool.zygote.ready.wait(120), "the zygote did not warm up"
     with pool.lock:
         started, pool.spares = pool.spares, []
@@ -459,6 +459,39 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
         assert other is light
         for w in (judge, cand, other):
             w.close()
+    finally:
+        pool.close()
+
+
+def test_gpu_local_cpus_reads_the_pci_devices_cpulist(tmp_path, monkeypatch):
+    """A GPU's NUMA node from sysfs (nvidia-smi's bus id in sysfs's form), cut to the CPUs this
+    process may use; None wherever it cannot be told."""
+    from cuda_agent.evaluate import device
+
+    (tmp_path / "0000:18:00.0").mkdir()
+    (tmp_path / "0000:18:00.0" / "local_cpulist").write_text("0-1,4,8-9\n")
+    bus = {"0": "00000000:18:00.0", "1": "00000000:99:00.0"}
+    monkeypatch.setattr(device, "nvidia_smi", lambda *a: bus.get(a[-1]))
+    monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    assert device.gpu_local_cpus(0, sysfs=str(tmp_path)) == {0, 1, 4}
+    assert device.gpu_local_cpus(1, sysfs=str(tmp_path)) is None  # no such device in sysfs
+    assert device.gpu_local_cpus(7, sysfs=str(tmp_path)) is None  # nvidia-smi knows no GPU 7
+    monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: {2, 3})
+    assert device.gpu_local_cpus(0, sysfs=str(tmp_path)) is None  # none of its CPUs allowed here
+    assert device.parse_cpulist("3,0-1\n") == {0, 1, 3}
+    with pytest.raises(ValueError):
+        device.parse_cpulist("0-x")
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["forked", "fresh"])
+def test_pool_spares_run_on_the_cpus_they_are_given(tmp_path, zygote):
+    """`cpus` (EvalConfig.pin_cpus, from the GPU's NUMA node) holds for forked and fresh spares."""
+    pool = _zygote_pool(size=2, cpus={0}) if zygote else WarmPool(size=2, zygote=False, cpus={0})
+    try:
+        _wait_started(pool)
+        for w in pool.spares:
+            status = Path(f"/proc/{w.proc.pid}/status").read_text()
+            assert "Cpus_allowed_list:\t0\n" in status, status
     finally:
         pool.close()
 

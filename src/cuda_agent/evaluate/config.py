@@ -94,6 +94,10 @@ class EvalConfig:
     its timer's buffers, initialises cuBLAS and leaves a 256 MiB segment in torch's cache before an
     evaluation takes it, so that these driver calls happen off the evaluation's path (each spare
     then holds about 0.4 GiB of device memory)."""
+    pin_cpus: bool = False
+    """CUDA, with a pool of warm workers (`Evaluator`): each GPU's workers run on the CPUs of that
+    GPU's NUMA node (its PCI device's `local_cpulist`), so that no evaluation times its launches and
+    synchronizes from the far socket; ignored where the node cannot be told."""
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cuda", "cpu"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -81,3 +82,30 @@ def device_info(device: str) -> dict[str, Any]:
 def gpu_indices() -> list[int]:
     """The indices of the GPUs nvidia-smi lists (empty where there is none)."""
     return [int(x) for x in _nvidia_smi_lines("--query-gpu=index", "--format=csv,noheader") if x.isdigit()]
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """CPUs of a sysfs cpulist ("0-15,32-47"); ValueError on anything else."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def gpu_local_cpus(index: int | str, sysfs: str = "/sys/bus/pci/devices") -> set[int] | None:
+    """The CPUs on the GPU's own NUMA node (its PCI device's `local_cpulist`) that this process may
+    use, or None where they cannot be told (no nvidia-smi, no sysfs entry, none allowed here).
+    A process timed on the other socket pays a farther trip for every launch and synchronize."""
+    bus = nvidia_smi("--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", str(index))
+    if not bus:
+        return None
+    domain, _, rest = bus.lower().partition(":")  # NVML: 00000000:18:00.0; sysfs: 0000:18:00.0
+    try:
+        with open(f"{sysfs}/{domain[-4:]}:{rest}/local_cpulist") as f:
+            local = parse_cpulist(f.read())
+    except (OSError, ValueError):
+        return None
+    return (local & os.sched_getaffinity(0)) or None

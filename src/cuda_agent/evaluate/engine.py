@@ -327,13 +327,15 @@ class WarmPool:
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
                  cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True,
-                 warm_device: bool = False):
+                 warm_device: bool = False, cpus: set[int] | None = None):
         """`lock`: the device's lock, held shared while a spare creates its CUDA context.
-        `warm_device`: spares also warm what a worker's first command would (`EvalConfig.warm_spares`)."""
+        `warm_device`: spares also warm what a worker's first command would (`EvalConfig.warm_spares`).
+        `cpus`: the CPUs the spares run on (`EvalConfig.pin_cpus`); default: any."""
         self.env = _scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
         self.flags = ((("cuda",) + (("warm-device",) if warm_device else ())) if cuda else ()) + (
-            ("--lock", lock.base) if lock else ())
+            ("--lock", lock.base) if lock else ()) + (
+            ("--cpus", ",".join(map(str, sorted(cpus)))) if cpus else ())
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []

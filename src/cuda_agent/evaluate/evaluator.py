@@ -27,7 +27,7 @@ from typing import Iterable
 
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
-from cuda_agent.evaluate.device import gpu_indices, resolve_device
+from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.evaluate.result import Code, EvalResult, Kind
@@ -92,6 +92,7 @@ class Evaluator(EvaluatorBase):
         self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
                                    output_limit=self.config.output_limit, cuda=g is not None,
                                    warm_device=self.config.warm_spares,
+                                   cpus=gpu_local_cpus(g) if self.config.pin_cpus and g is not None else None,
                                    lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}

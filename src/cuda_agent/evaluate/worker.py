@@ -716,6 +716,13 @@ def main() -> None:
     role = sys.argv[1]
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
     chan = Channel(socket.socket(fileno=fd))
+    if "--cpus" in sys.argv:  # a spare of a GPU's pool: run on that GPU's NUMA node
+        from cuda_agent.evaluate.device import parse_cpulist
+
+        try:
+            os.sched_setaffinity(0, parse_cpulist(sys.argv[sys.argv.index("--cpus") + 1]))
+        except (OSError, ValueError, IndexError):
+            pass  # a placement, not a requirement
     import torch  # noqa: F401  (warm before the first command)
 
     if role == "candidate" or (role == "spare" and "guard" in sys.argv[2:]):
