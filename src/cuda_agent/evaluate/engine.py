@@ -624,9 +624,11 @@ class _Evaluation:
         self.res.compiled = True
         self._record_precision(loaded.get("precision"))
         self.deadline = time.monotonic() + cfg.timeout_s
+        t0 = time.monotonic()
         with self._on_device():
             judge.call("weights", self._left(), state=loaded["state"])
             candidate.call("load_weights", self._left())
+        self._phase("weights", t0)
 
         # Correctness: fresh inputs per trial, then stress trials. The first trial runs alone; its
         # sizes set how many calls each later command makes (unless cached baselines fixed that),
@@ -745,10 +747,12 @@ class _Evaluation:
         return outcomes, wall
 
     def _check_weights(self) -> None:
+        t0 = time.monotonic()
         with self._on_device():
             state = self.candidate.call("state", self._left())
             self._record_precision(state.get("precision"))
             verdict = self.judge.call("check_state", self._left(), state=state.get("state"))
+        self._phase("weights", t0)
         if verdict["code"] is not None:
             self.res.add(Code(verdict["code"]), verdict["message"])
             self.res.correct = False
