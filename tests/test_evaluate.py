@@ -175,7 +175,8 @@ def test_correct_candidate(tmp_path, cache_dir, device):
     assert res.speedup_eager == pytest.approx(res.times_ms["eager"].median / res.times_ms["candidate"].median,
                                               rel=1e-3)
     assert res.speedup_compile is None  # compile baseline off
-    assert {"workers", "reference_setup", "load", "weights", "correctness", "timing", "teardown", "total"} <= set(res.phases_s)
+    assert {"workers", "reference_setup", "load", "weights", "correctness", "timing", "teardown",
+            "total"} <= set(res.phases_s)
     if device == "cuda":
         assert res.device["name"] and res.device["capability"] and res.device["cuda"]
     # the JSON form round-trips
