@@ -239,6 +239,13 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
         figures.setdefault("stability_candidate_iqr", {})[name] = [
             round(r.times_ms["candidate"].iqr / r.times_ms["candidate"].median, 4)
             if r.times_ms.get("candidate") else None for r in rs]
+        # the same spread with other estimators of the candidate's time than the median (the
+        # baseline is cached, so it cancels): would a lower one be steadier between processes?
+        stats = [r.times_ms["candidate"] for r in rs if r.times_ms.get("candidate")]
+        by_est = {est: [getattr(x, est) for x in stats] for est in ("median", "mean", "min")}
+        figures.setdefault("stability_by_estimator", {})[name] = {
+            est: round(max(v) / min(v) - 1, 4) for est, v in by_est.items()
+            if len(v) == len(rs) and all(x for x in v)}
         console.print(f"stability {name} (eager {eager[name]:.3f} ms): " + " ".join(f"{s:.4f}" for s in speedups)
                       + ("" if clocks is None else "; SM MHz, W: " + " ".join(
                           f"{g.get('sm_mhz', 0):.0f},{g.get('power_w', 0):.0f}" for g in figures["stability_gpu"][name])))
