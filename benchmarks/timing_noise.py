@@ -3,7 +3,7 @@ stability target: the same workloads timed by several protocols, each in 5 fresh
 evaluations would), printing per protocol the spread inside one process (IQR / median of the batch
 means) and between processes (max / min of their medians, for several estimators).
 
-    python benchmarks/timing_noise.py [--procs 5] [--batches 150]
+    python benchmarks/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
 
 Protocols: `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock
 around the call and a device-wide synchronize; `touch` was a trivial kernel until this diagnostic
@@ -108,6 +108,7 @@ def main() -> int:
     p.add_argument("--batches", type=int, default=150)
     p.add_argument("--calls", type=int, default=8)
     p.add_argument("--pin", action="store_true", help="run every process on the GPU's NUMA node")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -120,7 +121,10 @@ def main() -> int:
           f"processes {'pinned to it' if args.pin and local else 'placed by the OS'}")
     pin = (lambda: os.sched_setaffinity(0, local)) if args.pin and local else None
     print(f"{'workload':8} {'protocol':8} {'ms':>7} {'callCV':>7} {'IQR/med':>8}  between processes (max/min - 1):")
-    for w in WORKLOADS:
+    chosen = [w for w in args.workloads.split(",") if w]
+    if unknown := sorted(set(chosen) - set(WORKLOADS)):
+        p.error(f"--workloads: unknown {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    for w in chosen:
         procs = []
         for _ in range(args.procs):
             out = subprocess.run([sys.executable, __file__, "--child", w, "--batches", str(args.batches),
