@@ -333,9 +333,14 @@ class WarmPool:
         `cpus`: the CPUs the spares run on (`EvalConfig.pin_cpus`); default: any."""
         self.env = _scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
-        self.flags = ((("cuda",) + (("warm-device",) if warm_device else ())) if cuda else ()) + (
-            ("--lock", lock.base) if lock else ()) + (
-            ("--cpus", ",".join(map(str, sorted(cpus)))) if cpus else ())
+        flags: list[str] = []  # the spares' command line (worker.main)
+        if cuda:
+            flags += ["cuda", "warm-device"] if warm_device else ["cuda"]
+        if lock:
+            flags += ["--lock", lock.base]
+        if cpus:
+            flags += ["--cpus", ",".join(map(str, sorted(cpus)))]
+        self.flags = tuple(flags)
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[_Worker] = []
