@@ -520,6 +520,32 @@ def test_timing_check_flags_under_reporting_only():
     assert _timing_check([1.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
 
 
+@pytest.mark.parametrize("flagged_looks", [1, 2])
+def test_a_flagged_timing_check_takes_a_second_look(tmp_path, cache_dir, monkeypatch, flagged_looks):
+    """A first look that the check flags (load beside the candidate: delays only add to the
+    harness's clock) is followed by a second; only a candidate flagged in both is convicted."""
+    from cuda_agent.evaluate import engine
+
+    looks = []
+
+    def flagging(claimed, walls, trusted, device):
+        check = real(claimed, walls, trusted, device)
+        looks.append(len(walls))
+        check["tampered"] = len(looks) <= flagged_looks
+        return check
+
+    real = engine._timing_check
+    monkeypatch.setattr(engine, "_timing_check", flagging)
+    res = run(tmp_path, candidate(tmp_path, CORRECT), cache_dir)
+    assert len(looks) == 2 and all(n >= 5 for n in looks), looks  # each look: min_iters batches at least
+    assert set(res.timing_check["first_look"]) == {"trusted_overhead_ms", "candidate_overhead_ms", "tolerance_ms"}
+    if flagged_looks == 1:
+        assert res.correct and codes(res) == [] and res.speedup_eager is not None
+    else:
+        assert codes(res) == ["timing_tampered"] and res.reward == -1
+        assert "in two looks" in res.failures[0].message
+
+
 def test_reduced_precision_is_recorded(tmp_path, cache_dir):
     body = "torch.backends.cuda.matmul.allow_tf32 = True\n" + CORRECT[len(HEADER):]
     res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)

@@ -906,6 +906,20 @@ class _Evaluation:
                 ok = rounds(impls)
             if not ok:
                 return False
+            check = _timing_check(claimed["candidate"], walls["candidate"], TimeStats.of(trusted), self.device)
+            if check["tampered"]:
+                # A second look before convicting: delays only ever add to the harness's clock, and
+                # a process starting beside this one (a spare importing torch on a CPU host of two
+                # cores) delayed 6 of 9 of an honest candidate's commands by ~8 ms, and few of the
+                # judge's, in about one evaluation of 15. A candidate that lowers its median claim
+                # must under-report most commands of every look.
+                first = {k: check[k] for k in ("trusted_overhead_ms", "candidate_overhead_ms", "tolerance_ms")}
+                mark, mark_trusted = len(walls["candidate"]), len(trusted)
+                if not rounds(["candidate"]):
+                    return False
+                check = _timing_check(claimed["candidate"][mark:], walls["candidate"][mark:],
+                                      TimeStats.of(trusted[mark_trusted:]), self.device)
+                check["first_look"] = first
         n_checked = counts["checked"]
         noisy: list[str] = []
         if cached is None:
@@ -923,8 +937,7 @@ class _Evaluation:
             source = "cached"
             if cached.compile_error:
                 self.res.add(Code.BASELINE_COMPILE_UNAVAILABLE, cached.compile_error)
-        self.res.timing_check = check = _timing_check(claimed["candidate"], walls["candidate"],
-                                                      TimeStats.of(trusted), self.device)
+        self.res.timing_check = check
         check["timed_calls_checked"] = n_checked
         check["calls_per_batch"] = n
         check["baselines"] = {"source": source, "key": key, "measured_at": cached.measured_at}
@@ -933,7 +946,10 @@ class _Evaluation:
             if noisy:
                 check["baselines"]["too_noisy"] = noisy
         if check["tampered"]:
-            self.res.add(Code.TIMING_TAMPERED, check["message"])
+            first = check.get("first_look")
+            again = (f" (in two looks; the first: {first['candidate_overhead_ms'] - first['trusted_overhead_ms']:.3f}"
+                     " ms more)") if first else ""
+            self.res.add(Code.TIMING_TAMPERED, check["message"] + again)
             return False
         stats = {"eager": cached.eager, "candidate": TimeStats.of(samples["candidate"])}
         if cached.compile is not None:
@@ -998,8 +1014,9 @@ def _timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, 
     writes back the data it dirtied, which the probes' calls of nothing do not: 2.4 ms more was seen
     for an honest 4M-element candidate on two cores) plus twice the spread of the trusted overhead
     plus a quarter of that overhead (the CPU backend's flushes make it milliseconds long), so honest
-    noise is not flagged. It catches gross falsification; the identity checks of the clocks
-    (guard.py) are the finer defence.
+    noise is not flagged. A candidate flagged is measured again (`first_look` in the result) and
+    convicted only when flagged twice. It catches gross falsification; the identity checks of the
+    clocks (guard.py) are the finer defence.
     """
     mine = _median([w - c for w, c in zip(walls, claimed)])
     claim = _median(claimed)
