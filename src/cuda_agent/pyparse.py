@@ -1,4 +1,5 @@
-"""`ast.parse` that threads may call at once.
+"""Python source as it comes: `ast.parse` that threads may call at once, and the module a model's
+reply holds in its fenced code blocks.
 
 CPython 3.11 keeps the AST constructor's recursion depth in state shared by the interpreter's
 threads: two threads parsing at the same time can fail with "SystemError: AST constructor
@@ -10,6 +11,8 @@ recursion depth mismatch" (python/cpython#106905). The evaluator's policy checks
 from __future__ import annotations
 
 import ast
+import re
+import textwrap
 import threading
 
 _LOCK = threading.Lock()
@@ -19,3 +22,26 @@ def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
     """`ast.parse(source, filename)`, one thread at a time."""
     with _LOCK:
         return ast.parse(source, filename=filename)
+
+
+# An opening fence with its info string, the body, and a closing fence at the start of a line.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
+_PYTHON_TAGS = frozenset({"", "python", "python3", "py"})
+
+
+def extract_module(text: str, defines: str) -> str:
+    """The Python module in a model's reply: among its fenced code blocks tagged python (or untagged),
+    the longest that defines `class <defines>` (the last of equals), else the last one. ValueError,
+    saying what the reply held, when there is none."""
+    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text.replace("\r\n", "\n"))]
+    python = [textwrap.dedent(body).strip() for tag, body in blocks if tag in _PYTHON_TAGS]
+    python = [b for b in python if b]
+    if not python:
+        others = sorted({tag for tag, _ in blocks if tag not in _PYTHON_TAGS})
+        seen = f" (only blocks tagged {', '.join(others)})" if others else ""
+        raise ValueError(f"the reply holds no closed ```python code block{seen}; the module must come "
+                         "complete in a ```python ... ``` block")
+    defining = [b for b in python if re.search(rf"^class {re.escape(defines)}\b", b, re.MULTILINE)]
+    if not defining:
+        return python[-1] + "\n"
+    return max(reversed(defining), key=len) + "\n"  # max keeps the first of equals: the last in the reply

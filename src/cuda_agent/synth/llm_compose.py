@@ -12,11 +12,11 @@ A task without its one `batch_size = N` line is not a failure: its draft has `ba
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cuda_agent.errors import TaskError
+from cuda_agent.pyparse import extract_module
 from cuda_agent.synth.catalogue import Op
 from cuda_agent.synth.compose import DEFAULT_MIX, Draft, attempt_rng, draw_count, sample_ops, task_name
 from cuda_agent.tasks.loaders import validate_task_source
@@ -28,9 +28,6 @@ if TYPE_CHECKING:  # the client imports openai; keep this module cheap to import
 _TARGET = {"cuda": "about 1-100 ms on one H200 GPU", "cpu": "about 1-50 ms on one CPU core"}
 
 _BATCH_LINE = re.compile(r"^batch_size = \d+$", re.MULTILINE)
-# An opening fence with its info string, the body, and a closing fence at the start of a line.
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
-_PYTHON_TAGS = frozenset({"", "python", "python3", "py"})
 
 _EXAMPLE = '''\
 ```python
@@ -112,20 +109,9 @@ def build_prompt(op_list: Sequence[Op], n_ops: int, device: str) -> list[dict[st
 
 
 def extract_task(text: str) -> str:
-    """The task module in a reply: among its fenced code blocks tagged python (or untagged), the longest
-    that defines `class Model` (the last of equals), else the last one. ValueError when there is none."""
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text.replace("\r\n", "\n"))]
-    python = [textwrap.dedent(body).strip() for tag, body in blocks if tag in _PYTHON_TAGS]
-    python = [b for b in python if b]
-    if not python:
-        others = sorted({tag for tag, _ in blocks if tag not in _PYTHON_TAGS})
-        seen = f" (only blocks tagged {', '.join(others)})" if others else ""
-        raise ValueError(f"the reply holds no closed ```python code block{seen}; the task must come as "
-                         "one complete module in a ```python ... ``` block")
-    models = [b for b in python if re.search(r"^class Model\b", b, re.MULTILINE)]
-    if not models:
-        return python[-1] + "\n"
-    return max(reversed(models), key=len) + "\n"  # max keeps the first of equals: the last in the reply
+    """The task module in a reply (`pyparse.extract_module`: the longest fenced python block that
+    defines `class Model`, else the last). ValueError when there is none."""
+    return extract_module(text, "Model")
 
 
 def compose_llm(client: ChatClient, seed: int, attempt: int, mix: dict[int, float] | None = None,
