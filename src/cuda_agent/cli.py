@@ -589,6 +589,54 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_rft(args: argparse.Namespace) -> int:
+    """RFT data: the trajectories that pass the filter, in verl's multi-turn SFT format."""
+    from cuda_agent.rl.rft import RFTFilter, build_rft
+
+    try:
+        flt = RFTFilter(min_reward=args.min_reward, max_invalid_tool_calls=args.max_invalid_tool_calls,
+                        loop_repeats=args.loop_repeats, loop_max_period=args.loop_max_period)
+    except ValueError as exc:
+        raise CudaAgentError(str(exc)) from None
+    report = build_rft(args.trajectories, args.out, flt)
+    if args.json:
+        print(json.dumps(report.to_json()))
+        return 0
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"RFT data from {args.trajectories}", title_justify="left")
+    table.add_column("")
+    table.add_column("trajectories", justify="right")
+    table.add_row("read", str(report.trajectories))
+    for reason, n in report.rejected.items():
+        table.add_row(f"rejected: {reason}", str(n))
+    table.add_row("[bold]kept[/]", f"[bold]{report.kept}[/]")
+    console.print(table)
+    t = report.thresholds
+    console.print(f"kept when: reward > {t['min_reward']}, at most {t['max_invalid_tool_calls']} invalid tool "
+                  f"calls, no block of 1-{t['loop_max_period']} turns repeated {t['loop_repeats']} times in a row"
+                  f"\nkept by reward: {report.kept_by_reward or '-'}; with elided context: "
+                  f"{report.kept_with_elided_context}")
+    for line in report.unreadable[:5]:
+        console.print(f"[red]unreadable[/] {line}", highlight=False)
+    console.print(f"wrote {report.out} and {Path(report.out).with_suffix('.report.json')}")
+    return 0
+
+
+def cmd_train_prompts(args: argparse.Namespace) -> int:
+    """verl prompt rows (single-turn) for a task set."""
+    from cuda_agent.rl.data import write_prompts
+    from cuda_agent.tasks import load_taskset
+
+    tasks = load_taskset(args.taskset, args.level)
+    if not tasks:
+        raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
+    n = write_prompts(tasks, args.out)
+    print(json.dumps({"prompts": n, "out": str(args.out)}) if args.json else f"wrote {n} prompts to {args.out}")
+    return 0
+
+
 EXAMPLES = {
     "eval": "cuda-agent eval task.py candidate.py --device cpu --json",
     "init-workspace": "cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda",
@@ -599,6 +647,8 @@ EXAMPLES = {
     "solve": "cuda-agent solve level1/19_ReLU.py --base-url http://localhost:8000/v1 --model my-model --out ep1/",
     "replay": "cuda-agent replay ep1/trajectory.jsonl",
     "synth": "cuda-agent synth --out data/ops --n 500 --device cuda --seed 0 --kernelbench KernelBench/",
+    "train rft": "cuda-agent train rft --trajectories runs/agent/episodes --out data/rft.parquet",
+    "train prompts": "cuda-agent train prompts data/ops/tasks.parquet --out data/single_turn.parquet",
 }
 
 
@@ -736,6 +786,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="--composer llm: variable holding the API key")
     p.add_argument("--request-timeout", type=_positive(float), default=600.0, help="--composer llm: seconds per request")
     p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("train", help="training data and recipes for verl (RFT data, prompts)",
+                       description="What verl trains on: `rft` filters agent trajectories into multi-turn SFT "
+                       "data; `prompts` writes the prompt rows of a task set for PPO.")
+    train = p.add_subparsers(dest="stage", metavar="STEP", required=True)
+    q = train.add_parser("rft", help="agent trajectories -> rejection fine-tuning data (Parquet)",
+                         description="Keep the trajectories whose final evaluation earned a reward above "
+                         "--min-reward, with at most --max-invalid-tool-calls invalid tool calls and no "
+                         "redundant loop, and write them in verl's multi-turn SFT format (messages and tool "
+                         "schemas as JSON text), with a report of what was dropped and why beside it.",
+                         epilog=f"example: {EXAMPLES['train rft']}")
+    q.add_argument("--trajectories", type=Path, required=True,
+                   help="a folder searched for trajectory.jsonl files (solve's and bench --agent's), or one file")
+    q.add_argument("--out", type=Path, required=True, help="the Parquet file to write (report: .report.json beside it)")
+    q.add_argument("--min-reward", type=float, default=0.0, help="keep rewards strictly above this (default 0)")
+    q.add_argument("--max-invalid-tool-calls", type=int, default=0, help="invalid tool calls allowed (default 0)")
+    q.add_argument("--loop-repeats", type=int, default=3,
+                   help="a block of turns repeated this many times in a row is a redundant loop (default 3)")
+    q.add_argument("--loop-max-period", type=int, default=3, help="longest block of turns looked for (default 3)")
+    q.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
+    q.set_defaults(func=cmd_train_rft)
+    q = train.add_parser("prompts", help="a task set -> single-turn PPO prompts (Parquet)",
+                         description="One verl prompt row per task (RLHFDataset format), carrying the task's "
+                         "source for the reward (cuda_agent.rl.reward.compute_score).",
+                         epilog=f"example: {EXAMPLES['train prompts']}")
+    q.add_argument("taskset", help="a KernelBench checkout or folder, a task file, or a dataset file (.jsonl, .parquet)")
+    q.add_argument("--level", type=int, nargs="+", choices=[1, 2, 3, 4], default=None, help="only these levels")
+    q.add_argument("--out", type=Path, required=True, help="the Parquet file to write")
+    q.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
+    q.set_defaults(func=cmd_train_prompts)
 
     p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
                        epilog=f"example: {EXAMPLES['replay']}")

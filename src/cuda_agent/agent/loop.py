@@ -4,7 +4,7 @@ evaluation, and that verdict is the episode's result (never anything the agent p
 
 Everything is written as it happens to `trajectory.jsonl` (one JSON object per line):
 
-    {"type": "meta", "task", "model", "isolation", "config", "tools", "started"}
+    {"type": "meta", "task", "model", "isolation", "config", "tools", "tool_specs", "started"}
     {"type": "message", "turn", "message", "usage", "finish_reason", "seconds"}    the model's turns
     {"type": "tool", "turn", "id", "name", "arguments", "result", "ok", "seconds"}  each tool call
     {"type": "elided", "turn", "messages", "tokens"}                                context budget
@@ -112,6 +112,7 @@ def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: Episod
         tools = Toolbox(sandbox)
         traj.write({"type": "meta", "task": task.id, "task_origin": task.origin, "model": client.model,
                     "isolation": sandbox.isolation, "tools": [t["function"]["name"] for t in tools.specs()],
+                    "tool_specs": tools.specs(),
                     "config": {"max_turns": cfg.max_turns, "context_tokens": cfg.context_tokens,
                                "wall_s": cfg.wall_s, "device": cfg.device},
                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

@@ -1,0 +1,55 @@
+"""Prompt datasets for verl's PPO trainer (its RLHFDataset rows): one row per task.
+
+A row: `data_source`, `prompt` (the chat messages), `ability`, `reward_model` (verl requires one; the
+reward is the evaluator's, so its ground truth is empty), `agent_name` (the agent loop verl runs for
+it) and `extra_info` with the task's name and source, which the reward (`rl.reward.compute_score`)
+evaluates against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from cuda_agent.errors import CudaAgentError
+from cuda_agent.tasks import Task
+
+DATA_SOURCE = "cuda-agent"
+
+SINGLE_TURN_SYSTEM = """You are an expert GPU kernel engineer. You are given a PyTorch model (class \
+`Model`, with `get_inputs()` and `get_init_inputs()`). Write `ModelNew`: the same computation, with the \
+same constructor arguments and the same parameters, made faster with your own CUDA kernels, compiled \
+inline with torch.utils.cpp_extension.load_inline. Its outputs must match Model's within 1e-2. Answer \
+with the complete Python module in one ```python code block."""
+
+
+def single_turn_prompt(task: Task) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SINGLE_TURN_SYSTEM},
+            {"role": "user", "content": f"```python\n{task.source.rstrip()}\n```"}]
+
+
+def prompt_rows(tasks: Iterable[Task], agent_name: str = "single_turn_agent") -> list[dict[str, Any]]:
+    """verl prompt rows for `tasks`. `agent_name`: verl's `single_turn_agent` (one response per
+    task), or the agentic loop's name (whose loop writes the workspace and its own first prompt)."""
+    return [{"data_source": DATA_SOURCE, "prompt": single_turn_prompt(t), "ability": "cuda-kernels",
+             "reward_model": {"style": "rule", "ground_truth": ""}, "agent_name": agent_name,
+             "extra_info": {"index": i, "task_name": t.id, "task_source": t.source}}
+            for i, t in enumerate(tasks)]
+
+
+def write_prompts(tasks: Iterable[Task], out: str | Path, agent_name: str = "single_turn_agent") -> int:
+    """Write the prompt rows of `tasks` to the Parquet file `out`; returns how many."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CudaAgentError("writing Parquet needs pyarrow: pip install 'cuda-agent[data]'") from None
+    rows = prompt_rows(tasks, agent_name)
+    if not rows:
+        raise CudaAgentError("no tasks to write prompts for")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(out)
+    return len(rows)
