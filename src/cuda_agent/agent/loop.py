@@ -73,6 +73,58 @@ class Trajectory:
         self.f.close()
 
 
+class EpisodeEnv:
+    """What one episode's tools act on: the task's fresh workspace, the sandbox its commands run in,
+    the bridge that runs the workspace's verify and profile commands outside the sandbox, and the
+    tools. Used by `run_episode` and by the verl agent loop (rl/verl_agent.py). `close()` kills what
+    the sandbox left running and stops the bridge; the workspace stays for the final evaluation."""
+
+    def __init__(self, task: Task, workspace: Path, device: str = "auto", limits: Limits | None = None,
+                 allow_unsandboxed: bool = False):
+        self.task = task
+        self.workspace = init_workspace(task, workspace, device=device)
+        self.sandbox = Sandbox(self.workspace, limits=limits or Limits(), allow_unsandboxed=allow_unsandboxed)
+        try:
+            self.bridge = EvalBridge(self.workspace, self.sandbox.tmp / "eval.sock")
+        except BaseException:
+            self.sandbox.close()
+            raise
+        self.sandbox.env["CUDA_AGENT_EVAL_SOCKET"] = self.sandbox.visible(self.sandbox.tmp / "eval.sock")
+        self.tools = Toolbox(self.sandbox)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation's start: the system prompt and the task with the workspace's SKILL.md."""
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _first_prompt(self.workspace)}]
+
+    def close(self) -> None:
+        try:
+            self.bridge.close()
+        finally:
+            self.sandbox.close()
+
+    def __enter__(self) -> "EpisodeEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def final_verdict(task: Task, workspace: Path, config: EvalConfig, evaluator: EvaluatorBase | None = None
+                  ) -> EvalResult:
+    """The episode's reward: a fresh evaluation of the final workspace (its model_new.py and kernels/
+    only), by `evaluator` when given, else one-shot. A workspace with nothing to evaluate is a verdict
+    too (load_error), never an exception."""
+    try:
+        cand = load_candidate(workspace)
+        return evaluator.evaluate(task, cand, config) if evaluator else evaluate(task, cand, config)
+    except Exception as exc:  # no model_new.py left, say
+        from cuda_agent.evaluate import Code
+
+        result = EvalResult(task=task.id, candidate=str(workspace))
+        result.add(Code.LOAD_ERROR, str(exc))
+        return result
+
+
 def _first_prompt(ws: Path) -> str:
     skill = (ws / "SKILL.md").read_text()
     model = (ws / "model.py").read_text()
@@ -100,82 +152,67 @@ def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: Episod
     cfg = cfg or EpisodeConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ws = init_workspace(task, out / "workspace", device=cfg.device)
     traj = Trajectory(out / "trajectory.jsonl")
     t_start = time.monotonic()
     tokens = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     turns = invalid = 0
     stop = "finished"
-    with Sandbox(ws, limits=cfg.limits, allow_unsandboxed=cfg.allow_unsandboxed) as sandbox:
-        bridge = EvalBridge(ws, sandbox.tmp / "eval.sock")
-        sandbox.env["CUDA_AGENT_EVAL_SOCKET"] = sandbox.visible(sandbox.tmp / "eval.sock")
-        tools = Toolbox(sandbox)
+    with EpisodeEnv(task, out / "workspace", cfg.device, cfg.limits, cfg.allow_unsandboxed) as env:
+        ws, bridge, tools = env.workspace, env.bridge, env.tools
         traj.write({"type": "meta", "task": task.id, "task_origin": task.origin, "model": client.model,
-                    "isolation": sandbox.isolation, "tools": [t["function"]["name"] for t in tools.specs()],
+                    "isolation": env.sandbox.isolation, "tools": [t["function"]["name"] for t in tools.specs()],
                     "tool_specs": tools.specs(),
                     "config": {"max_turns": cfg.max_turns, "context_tokens": cfg.context_tokens,
                                "wall_s": cfg.wall_s, "device": cfg.device},
                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
-                                          {"role": "user", "content": _first_prompt(ws)}]
+        messages = env.messages()
         for m in messages:
             traj.write({"type": "message", "turn": 0, "message": m})
         last_prompt, counted = 0, len(messages)  # tokens of the conversation up to messages[:counted]
-        try:
-            while True:
-                if turns >= cfg.max_turns:
-                    stop = "turn_limit"
+        while True:
+            if turns >= cfg.max_turns:
+                stop = "turn_limit"
+                break
+            if time.monotonic() - t_start > cfg.wall_s:
+                stop = "wall_clock"
+                break
+            growth = sum(len(m.get("content") or "") for m in messages[counted:]) // 4
+            if last_prompt + growth > cfg.context_tokens:
+                n, freed = _elide(messages, last_prompt + growth - int(0.8 * cfg.context_tokens))
+                traj.write({"type": "elided", "turn": turns, "messages": n, "tokens": freed})
+                if n == 0:
+                    stop = "context_budget"
                     break
-                if time.monotonic() - t_start > cfg.wall_s:
-                    stop = "wall_clock"
-                    break
-                growth = sum(len(m.get("content") or "") for m in messages[counted:]) // 4
-                if last_prompt + growth > cfg.context_tokens:
-                    n, freed = _elide(messages, last_prompt + growth - int(0.8 * cfg.context_tokens))
-                    traj.write({"type": "elided", "turn": turns, "messages": n, "tokens": freed})
-                    if n == 0:
-                        stop = "context_budget"
-                        break
-                    last_prompt -= freed
-                turns += 1
-                try:
-                    reply = client.chat(messages, tools.specs())
-                except Exception as exc:  # after the client's own retries: the episode ends, nothing lost
-                    stop = "llm_error"
-                    traj.write({"type": "error", "turn": turns, "error": f"{type(exc).__name__}: {exc}"})
-                    break
-                for k in tokens:
-                    tokens[k] += reply.usage.get(k, 0)
-                last_prompt = reply.usage.get("prompt_tokens", last_prompt) + reply.usage.get("completion_tokens", 0)
-                messages.append(reply.message)
-                counted = len(messages)
-                traj.write({"type": "message", "turn": turns, "message": reply.message, "usage": reply.usage,
-                            "finish_reason": reply.finish_reason, "seconds": round(reply.seconds, 3)})
-                calls = reply.message.get("tool_calls") or []
-                if not calls:
-                    break
-                for call in calls:
-                    fn = call.get("function", {})
-                    t0 = time.monotonic()
-                    res = tools.call(str(fn.get("name")), fn.get("arguments"))
-                    invalid += not res.ok
-                    messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": res.text})
-                    traj.write({"type": "tool", "turn": turns, "id": call.get("id"), "name": fn.get("name"),
-                                "arguments": fn.get("arguments"), "result": res.text, "ok": res.ok,
-                                "seconds": round(time.monotonic() - t0, 3)})
-        finally:
-            bridge.close()
-    # The reward: a fresh evaluation of the final workspace (its model_new.py and kernels/ only).
+                last_prompt -= freed
+            turns += 1
+            try:
+                reply = client.chat(messages, tools.specs())
+            except Exception as exc:  # after the client's own retries: the episode ends, nothing lost
+                stop = "llm_error"
+                traj.write({"type": "error", "turn": turns, "error": f"{type(exc).__name__}: {exc}"})
+                break
+            for k in tokens:
+                tokens[k] += reply.usage.get(k, 0)
+            last_prompt = reply.usage.get("prompt_tokens", last_prompt) + reply.usage.get("completion_tokens", 0)
+            messages.append(reply.message)
+            counted = len(messages)
+            traj.write({"type": "message", "turn": turns, "message": reply.message, "usage": reply.usage,
+                        "finish_reason": reply.finish_reason, "seconds": round(reply.seconds, 3)})
+            calls = reply.message.get("tool_calls") or []
+            if not calls:
+                break
+            for call in calls:
+                fn = call.get("function", {})
+                t0 = time.monotonic()
+                res = tools.call(str(fn.get("name")), fn.get("arguments"))
+                invalid += not res.ok
+                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": res.text})
+                traj.write({"type": "tool", "turn": turns, "id": call.get("id"), "name": fn.get("name"),
+                            "arguments": fn.get("arguments"), "result": res.text, "ok": res.ok,
+                            "seconds": round(time.monotonic() - t0, 3)})
+    # The reward: a fresh evaluation of the final workspace.
     t0 = time.monotonic()
-    try:
-        final_cfg = cfg.eval or EvalConfig(device=cfg.device)
-        cand = load_candidate(ws)
-        result = evaluator.evaluate(task, cand, final_cfg) if evaluator else evaluate(task, cand, final_cfg)
-    except Exception as exc:  # no model_new.py left, say: a verdict all the same
-        from cuda_agent.evaluate import Code
-
-        result = EvalResult(task=task.id, candidate=str(ws))
-        result.add(Code.LOAD_ERROR, str(exc))
+    result = final_verdict(task, ws, cfg.eval or EvalConfig(device=cfg.device), evaluator)
     final_s = time.monotonic() - t0
     (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
     ep = Episode(stop, turns, tokens, time.monotonic() - t_start, bridge.seconds + final_s, invalid, result, ws,
