@@ -181,7 +181,6 @@ def test_single_turn_reward_scores_the_response_s_candidate(tmp_path, monkeypatc
     # verl's entry point: the task from the row, the evaluator from the environment's config
     monkeypatch.setenv("CUDA_AGENT_EVAL_CONFIG", json.dumps(
         {"device": "cpu", "cache_dir": str(tmp_path / "cache"), "policy": "kernelbench", "timing": False}))
-    monkeypatch.setattr(reward_mod, "_EVALUATOR", None)
     try:
         from cuda_agent.rl.data import prompt_rows
 
@@ -194,5 +193,4 @@ def test_single_turn_reward_scores_the_response_s_candidate(tmp_path, monkeypatc
             reward_mod.compute_score("x", good, "", {})
         assert "class Model" in row["prompt"][1]["content"] and row["agent_name"] == "single_turn_agent"
     finally:
-        if reward_mod._EVALUATOR is not None:
-            reward_mod._EVALUATOR.close()
+        reward_mod.close_shared_evaluators()

@@ -23,6 +23,21 @@ inline with torch.utils.cpp_extension.load_inline. Its outputs must match Model'
 with the complete Python module in one ```python code block."""
 
 
+def task_from_row(data_source: str, extra_info: dict[str, Any] | None) -> Task:
+    """The task a prompt row carries (`extra_info`: task_name, task_source), validated. ValueError
+    when the row has none."""
+    from cuda_agent.tasks.loaders import validate_task_source
+
+    info = extra_info or {}
+    source = info.get("task_source")
+    if not isinstance(source, str):
+        raise ValueError(f"{data_source}: the row's extra_info has no task_source; make the prompts with "
+                         "`cuda-agent train prompts` (cuda_agent.rl.data.prompt_rows), which carry each task's source")
+    name = str(info.get("task_name") or data_source)
+    validate_task_source(source, f"{data_source}:{name}")
+    return Task(name=name, source=source, origin=f"{data_source}:{name}")
+
+
 def single_turn_prompt(task: Task) -> list[dict[str, str]]:
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM},
             {"role": "user", "content": f"```python\n{task.source.rstrip()}\n```"}]

@@ -3,7 +3,8 @@ candidate is the ```python block of that response that defines `ModelNew` (the l
 of equals; `pyparse.extract_module`), evaluated like any other. A response without code scores -1
 with the reason `no_model_new`, as a candidate without `ModelNew` does.
 
-`compute_score` is the function verl's reward manager calls (`reward.custom_reward_function`): the
+`compute_score` (and `acompute_score`, its coroutine, which the recipe names) is the function verl's
+reward manager calls (`reward.custom_reward_function`): the
 task's source comes in the dataset row's `extra_info["task_source"]` (the prompts that
 `rl.data.prompt_rows` writes carry it), and the evaluation runs in this process's Evaluator,
 made on first use from `CUDA_AGENT_EVAL_CONFIG` (EvalConfig's fields as JSON) and kept for the
@@ -12,6 +13,7 @@ process's life, so workers, compiled baselines and kept judges serve every later
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
@@ -41,37 +43,48 @@ def score_response(task: Task, text: str, evaluator: EvaluatorBase, config: Eval
     return evaluator.evaluate(task, cand, config)
 
 
-_EVALUATOR: EvaluatorBase | None = None
+_EVALUATORS: dict[str, EvaluatorBase] = {}
 _LOCK = threading.Lock()
 
 
-def _evaluator() -> EvaluatorBase:
-    global _EVALUATOR
+def shared_evaluator(fields: dict[str, Any] | None = None) -> EvaluatorBase:
+    """This process's Evaluator for the EvalConfig `fields` (default: `CUDA_AGENT_EVAL_CONFIG`, JSON),
+    made on first use and kept, with its warm workers, until the process exits."""
+    if fields is None:
+        fields = json.loads(os.environ.get("CUDA_AGENT_EVAL_CONFIG") or "{}")
+    key = json.dumps(fields, sort_keys=True, default=str)
     with _LOCK:
-        if _EVALUATOR is None:
+        if key not in _EVALUATORS:
             from cuda_agent.evaluate import Evaluator
 
-            fields = json.loads(os.environ.get("CUDA_AGENT_EVAL_CONFIG") or "{}")
-            _EVALUATOR = Evaluator(EvalConfig(**fields))
-            atexit.register(_EVALUATOR.close)  # its warm workers go with the process
-        return _EVALUATOR
+            _EVALUATORS[key] = ev = Evaluator(EvalConfig(**fields))
+            atexit.register(ev.close)
+        return _EVALUATORS[key]
+
+
+def close_shared_evaluators() -> None:
+    with _LOCK:
+        evaluators = list(_EVALUATORS.values())
+        _EVALUATORS.clear()
+    for ev in evaluators:
+        ev.close()
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any = None,
                   extra_info: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
     """verl's reward-function interface: {"score": the milestone reward, and the verdict's
     correctness, speedups and reason codes for verl's logs}."""
-    from cuda_agent.tasks.loaders import validate_task_source
+    from cuda_agent.rl.data import task_from_row
 
-    info = extra_info or {}
-    source = info.get("task_source")
-    if not isinstance(source, str):
-        raise ValueError(f"{data_source}: the row's extra_info has no task_source; make the prompts with "
-                         "cuda_agent.rl.data.prompt_rows (they carry each task's source)")
-    name = str(info.get("task_name") or data_source)
-    validate_task_source(source, f"{data_source}:{name}")
-    task = Task(name=name, source=source, origin=f"{data_source}:{name}")
-    res = score_response(task, solution_str, _evaluator())
+    task = task_from_row(data_source, extra_info)
+    res = score_response(task, solution_str, shared_evaluator())
     return {"score": float(res.reward), "correct": bool(res.correct),
             "speedup_eager": res.speedup_eager or 0.0, "speedup_compile": res.speedup_compile or 0.0,
             "reasons": ",".join(r.code.value for r in res.failures)}
+
+
+async def acompute_score(data_source: str, solution_str: str, ground_truth: Any = None,
+                         extra_info: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+    """`compute_score` on a thread: verl awaits a coroutine reward function, so the evaluations of
+    a batch's responses overlap (the Evaluator's pool runs them side by side) instead of queueing."""
+    return await asyncio.to_thread(compute_score, data_source, solution_str, ground_truth, extra_info, **kw)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
 
-def _decoded(value):
-    return json.loads(value) if isinstance(value, str) else value
+def _decoded(column: pd.Series) -> pd.Series:
+    """The column's JSON text as Python objects, in an object column: pandas' own `map` would infer
+    an Arrow struct type again, with the very nulls the JSON text avoids."""
+    return pd.Series([json.loads(v) if isinstance(v, str) else v for v in column], index=column.index, dtype=object)
 
 
 class JsonMultiTurnSFTDataset(MultiTurnSFTDataset):
@@ -20,7 +23,7 @@ class JsonMultiTurnSFTDataset(MultiTurnSFTDataset):
         super()._read_files_and_process()
         for key in (self.messages_key, self.tools_key):
             if key in self.dataframe.columns:
-                self.dataframe[key] = self.dataframe[key].map(_decoded).astype(object)
+                self.dataframe[key] = _decoded(self.dataframe[key])
         self.messages = list(self.dataframe[self.messages_key])
         if self.tools_key in self.dataframe.columns:
             self.tools = list(self.dataframe[self.tools_key])
