@@ -632,9 +632,33 @@ def cmd_train_prompts(args: argparse.Namespace) -> int:
     tasks = load_taskset(args.taskset, args.level)
     if not tasks:
         raise CudaAgentError(f"{args.taskset}: no tasks found (levels {args.level or 'all'})")
-    n = write_prompts(tasks, args.out)
+    n = write_prompts(tasks, args.out, "cuda_agent" if args.agentic else "single_turn_agent")
     print(json.dumps({"prompts": n, "out": str(args.out)}) if args.json else f"wrote {n} prompts to {args.out}")
     return 0
+
+
+def cmd_train_launch(args: argparse.Namespace) -> int:
+    """A stage's verl launch: the resolved config and launch script in --out, then verl (unless --dry-run)."""
+    import subprocess
+
+    from cuda_agent.rl import recipes
+
+    out = args.out / (args.stage if args.step == "ppo" else "rft")
+    if args.step == "ppo":
+        fields = json.loads(args.eval_config) if args.eval_config else {}
+        recipe = recipes.ppo_recipe(args.stage, args.model, str(args.data), out, str(args.val) if args.val else None,
+                                    args.nnodes, args.gpus_per_node, fields, args.critic_model, args.critic_warmup,
+                                    args.set)
+    else:
+        recipe = recipes.rft_recipe(args.model, str(args.data), out, str(args.val) if args.val else None,
+                                    args.nnodes, args.gpus_per_node, args.set)
+    written = recipes.write(recipe, out)
+    if args.dry_run:
+        print(written["config"].read_text(), end="")
+        print(f"# wrote {', '.join(str(p) for p in written.values())}; launch: {written['launch']}", file=sys.stderr)
+        return 0
+    print(f"launching {recipe.module} ({written['launch']})", file=sys.stderr)
+    return subprocess.call(recipe.argv(), env={**os.environ, **recipe.env})
 
 
 EXAMPLES = {
@@ -649,6 +673,8 @@ EXAMPLES = {
     "synth": "cuda-agent synth --out data/ops --n 500 --device cuda --seed 0 --kernelbench KernelBench/",
     "train rft": "cuda-agent train rft --trajectories runs/agent/episodes --out data/rft.parquet",
     "train prompts": "cuda-agent train prompts data/ops/tasks.parquet --out data/single_turn.parquet",
+    "train ppo": "cuda-agent train ppo --stage agentic --model ckpt/rft --data data/agentic.parquet --dry-run",
+    "train sft": "cuda-agent train sft --model ckpt/single_turn --data data/rft.parquet --out runs/",
 }
 
 
@@ -787,9 +813,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=_positive(float), default=600.0, help="--composer llm: seconds per request")
     p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("train", help="training data and recipes for verl (RFT data, prompts)",
-                       description="What verl trains on: `rft` filters agent trajectories into multi-turn SFT "
-                       "data; `prompts` writes the prompt rows of a task set for PPO.")
+    p = sub.add_parser("train", help="training on verl: RFT data, prompts, and each stage's launch",
+                       description="The paper's recipe on verl: `prompts` writes a task set's prompt rows; "
+                       "`ppo --stage single-turn` trains on them; `rft` filters agent trajectories into "
+                       "multi-turn SFT data and `sft` fine-tunes the actor on it; `ppo --stage agentic` "
+                       "trains the agent with the critic warmed up.")
     train = p.add_subparsers(dest="stage", metavar="STEP", required=True)
     q = train.add_parser("rft", help="agent trajectories -> rejection fine-tuning data (Parquet)",
                          description="Keep the trajectories whose final evaluation earned a reward above "
@@ -814,8 +842,35 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("taskset", help="a KernelBench checkout or folder, a task file, or a dataset file (.jsonl, .parquet)")
     q.add_argument("--level", type=int, nargs="+", choices=[1, 2, 3, 4], default=None, help="only these levels")
     q.add_argument("--out", type=Path, required=True, help="the Parquet file to write")
+    q.add_argument("--agentic", action="store_true", help="rows for the agentic stage (agent loop cuda_agent)")
     q.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
     q.set_defaults(func=cmd_train_prompts)
+    for step in ("ppo", "sft"):
+        what = ("PPO with a learned critic (the paper's hyper-parameters), single-turn or agentic" if step == "ppo"
+                else "rejection fine-tuning of the actor on `train rft` data (verl's SFT trainer)")
+        q = train.add_parser(step, help=what, description=f"{what[0].upper()}{what[1:]}: write the resolved verl "
+                             "config and a launch script into OUT/STAGE, then launch verl (--dry-run: print the "
+                             "config and stop).", epilog=f"example: {EXAMPLES['train ' + step]}")
+        if step == "ppo":
+            q.add_argument("--stage", choices=["single-turn", "agentic"], required=True)
+            q.add_argument("--critic-model", default=None,
+                           help="the critic's starting checkpoint (default: --model; a value-pretrained one)")
+            q.add_argument("--critic-warmup", type=int, default=None,
+                           help="critic-only steps before the actor trains (agentic default 10)")
+            q.add_argument("--eval-config", default=None,
+                           help='EvalConfig fields of the reward\'s evaluations, as JSON (default {"device": "cuda"})')
+        q.add_argument("--model", required=True, help="the actor's checkpoint (a Hugging Face model folder or name)")
+        q.add_argument("--data", type=Path, required=True,
+                       help="training rows: `train prompts` output for ppo, `train rft` output for sft")
+        q.add_argument("--val", type=Path, default=None, help="validation rows (default: the training rows for ppo)")
+        q.add_argument("--out", type=Path, default=Path("cuda-agent-train"), help="folder for configs, checkpoints "
+                       "and trajectories (default ./cuda-agent-train)")
+        q.add_argument("--nnodes", type=_positive(int), default=1, help="machines (a Ray cluster for ppo; default 1)")
+        q.add_argument("--gpus-per-node", type=_positive(int), default=8, help="GPUs per machine (default 8)")
+        q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="any verl config override, repeatable (wins over the recipe's)")
+        q.add_argument("--dry-run", action="store_true", help="print the resolved config and write the files; launch nothing")
+        q.set_defaults(func=cmd_train_launch, step=step)
 
     p = sub.add_parser("replay", help="show a trajectory as a readable transcript",
                        epilog=f"example: {EXAMPLES['replay']}")
