@@ -84,7 +84,7 @@ def _config(response_length: int = 60_000):
     r = cfg.actor_rollout_ref.rollout
     r.prompt_length, r.response_length = 40_000, response_length
     r.multi_turn.max_assistant_turns, r.multi_turn.max_tool_response_length = 10, 20_000
-    r.multi_turn.format = "hermes"
+    r.multi_turn.format, r.multi_turn.max_parallel_calls = "hermes", 4
     return cfg
 
 
@@ -167,14 +167,16 @@ def test_an_episode_ends_with_the_verdict_on_the_last_policy_token(tokenizer, tm
 
 
 def test_concurrent_trajectories_keep_their_own_workspaces(tokenizer, tmp_path):
-    def steps(src):
-        return [("", [("Write", {"file_path": "model_new.py", "content": src})]),
-                ("", [("Read", {"file_path": "model_new.py"})]), ("Done.", [])]
+    def steps(src):  # one turn of two calls: the Read must see the Write (verl starts both at once)
+        return [("", [("Write", {"file_path": "model_new.py", "content": src}), ("Read", {"file_path": "model_new.py"})]),
+                ("Done.", [])]
 
     servers = [ScriptedRollout(tokenizer, steps(RIGHT)), ScriptedRollout(tokenizer, steps(WRONG))]
     right, wrong = _episodes(tokenizer, servers, tmp_path)
     assert right.reward_score == 1.0 and wrong.reward_score == -1.0
-    assert "x + self.bias" in servers[0].prompts[-1] and "x - self.bias" in servers[1].prompts[-1]
+    # the Read's numbered lines (not the Write's arguments, also in the prompt) show each one's own file
+    read_line = "\t        return torch.relu(x {} self.bias)"
+    assert read_line.format("+") in servers[0].prompts[-1] and read_line.format("-") in servers[1].prompts[-1]
 
 
 def test_a_failing_rollout_still_releases_the_environment(tokenizer, tmp_path):

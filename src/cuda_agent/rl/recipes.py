@@ -125,6 +125,7 @@ def ppo_recipe(stage: str, model: str, train_files: str, out_dir: Path, val_file
             "data.max_response_length": CONTEXT_TOKENS - AGENTIC_PROMPT_TOKENS,
             "actor_rollout_ref.rollout.multi_turn.enable": True,
             "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 150,
+            "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": 8,  # ours; run in order (verl_agent)
             "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": 30_000,  # the sandbox's output limit
             "actor_rollout_ref.rollout.multi_turn.format": "hermes",
             "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(out_dir / "agent_loop.yaml"),

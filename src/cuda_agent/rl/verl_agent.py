@@ -48,7 +48,11 @@ from cuda_agent.evaluate import EvalConfig
 from cuda_agent.rl.data import task_from_row
 from cuda_agent.rl.reward import shared_evaluator
 
-_ENVS: dict[str, EpisodeEnv] = {}  # the open environments of this process, by trajectory id
+# The open environments of this process, by trajectory id, each with the lock that keeps its tool
+# calls in order: verl runs one turn's calls concurrently (asyncio.gather), where a Write followed by
+# a compile must happen in that order, as in the agent's own loop. The lock is fair, and verl starts
+# the calls in their order, so they take it in that order.
+_ENVS: dict[str, tuple[EpisodeEnv, asyncio.Lock]] = {}
 _ENVS_LOCK = threading.Lock()
 
 
@@ -80,10 +84,11 @@ class CudaAgentTool(BaseTool):
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
                       ) -> tuple[ToolResponse, float, dict]:
         with _ENVS_LOCK:
-            env = _ENVS.get(instance_id)
+            env, in_order = _ENVS.get(instance_id, (None, None))
         if env is None:
             return ToolResponse(text="Error: the episode's environment is closed"), 0.0, {"ok": False}
-        res = await asyncio.to_thread(env.tools.call, self.name, parameters)
+        async with in_order:
+            res = await asyncio.to_thread(env.tools.call, self.name, parameters)
         return ToolResponse(text=res.text), 0.0, {"ok": res.ok}
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
@@ -167,7 +172,7 @@ class CudaAgentLoop(ToolAgentLoop):
             env = await asyncio.to_thread(EpisodeEnv, task, self.work_dir / env_id / "workspace", self.device,
                                           self.limits, self.unsandboxed)
             with _ENVS_LOCK:
-                _ENVS[env_id] = env
+                _ENVS[env_id] = (env, asyncio.Lock())
             try:
                 kwargs["raw_prompt"] = env.messages()
                 kwargs["tools_kwargs"] = {name: {"create_kwargs": {"env_id": env_id}} for name in self.tools}
