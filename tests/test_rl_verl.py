@@ -279,3 +279,15 @@ def test_rft_data_reads_through_verl_s_sft_dataset(tokenizer, tmp_path):
     assert '"file_path": null' not in context  # each schema as it is, no other tool's parameters
     assert "torchrun --nnodes=1 --nproc_per_node=2 -m verl.trainer.sft_trainer" in \
         (tmp_path / "runs" / "rft" / "rft.launch.sh").read_text().replace(" \\\n    ", " ")
+
+    # the critic's warm-up targets for the same trajectory, tokenized the same way
+    tokenizer.save_pretrained(tmp_path / "tok")
+    p = _train("values", "--data", str(out), "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "v.parquet"))
+    assert p.returncode == 0, p.stderr
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(tmp_path / "v.parquet").to_pylist()
+    assert row["input_ids"] == item["input_ids"].tolist() and row["policy_mask"] == item["loss_mask"].tolist()
+    policy = [t for t, m in zip(row["value_targets"], row["policy_mask"]) if m]
+    assert policy == pytest.approx([row["reward"] * 0.95 ** k for k in range(len(policy) - 1, -1, -1)])
+    assert all(t is None for t, m in zip(row["value_targets"], row["policy_mask"]) if not m)

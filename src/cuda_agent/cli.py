@@ -637,6 +637,16 @@ def cmd_train_prompts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_values(args: argparse.Namespace) -> int:
+    """The critic's offline warm-up targets for RFT trajectories."""
+    from cuda_agent.rl.values import write_value_rows
+
+    n = write_value_rows(args.data, args.tokenizer, args.out, gamma=args.gamma, lam=args.lam,
+                         max_length=args.max_length)
+    print(json.dumps({"rows": n, "out": str(args.out)}) if args.json else f"wrote value targets of {n} trajectories to {args.out}")
+    return 0
+
+
 def cmd_train_launch(args: argparse.Namespace) -> int:
     """A stage's verl launch: the resolved config and launch script in --out, then verl (unless --dry-run)."""
     import subprocess
@@ -675,6 +685,7 @@ EXAMPLES = {
     "train prompts": "cuda-agent train prompts data/ops/tasks.parquet --out data/single_turn.parquet",
     "train ppo": "cuda-agent train ppo --stage agentic --model ckpt/rft --data data/agentic.parquet --dry-run",
     "train sft": "cuda-agent train sft --model ckpt/single_turn --data data/rft.parquet --out runs/",
+    "train values": "cuda-agent train values --data data/rft.parquet --tokenizer Qwen/Qwen3-8B --out data/values.parquet",
 }
 
 
@@ -845,6 +856,19 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--agentic", action="store_true", help="rows for the agentic stage (agent loop cuda_agent)")
     q.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
     q.set_defaults(func=cmd_train_prompts)
+    q = train.add_parser("values", help="RFT data -> the critic's warm-up targets per token (Parquet)",
+                         description="Tokenize each RFT trajectory as verl's SFT trainer does and write, per "
+                         "token, the policy mask and the critic's first-round target: GAE returns with the "
+                         "outcome reward on the last policy token (gamma 1, lambda 0.95: lambda^k R).",
+                         epilog=f"example: {EXAMPLES['train values']}")
+    q.add_argument("--data", type=Path, required=True, help="the output of `train rft`")
+    q.add_argument("--tokenizer", required=True, help="the policy model's folder or Hugging Face name")
+    q.add_argument("--out", type=Path, required=True, help="the Parquet file to write")
+    q.add_argument("--gamma", type=float, default=1.0, help="discount (default 1, the paper's)")
+    q.add_argument("--lam", type=float, default=0.95, help="GAE lambda (default 0.95, the paper's)")
+    q.add_argument("--max-length", type=_positive(int), default=131072, help="tokens a trajectory may have")
+    q.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
+    q.set_defaults(func=cmd_train_values)
     for step in ("ppo", "sft"):
         what = ("PPO with a learned critic (the paper's hyper-parameters), single-turn or agentic" if step == "ppo"
                 else "rejection fine-tuning of the actor on `train rft` data (verl's SFT trainer)")

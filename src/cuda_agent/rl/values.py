@@ -10,14 +10,18 @@ is why the outcome goes on the last policy token (`outcome_rewards`).
 With the critic's values at every token, `gae` gives the advantages and the returns, the returns
 being the critic's targets. Before any critic exists (values all zero), the target of a policy token
 is lambda^k times the reward, k the number of policy tokens after it: what the warm-up regresses to
-first.
+first. `cuda-agent train values` writes those per token for the RFT trajectories, tokenized as the
+SFT trainer tokenizes them.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
+
+from cuda_agent.errors import CudaAgentError
 
 GAMMA, LAM = 1.0, 0.95  # the paper's
 
@@ -71,3 +75,50 @@ def segment_mask(lengths: Sequence[int], policy: Sequence[bool]) -> np.ndarray:
         raise ValueError("one policy flag per segment")
     return np.concatenate([np.full(int(n), int(bool(p)), dtype=np.int64) for n, p in zip(lengths, policy)]
                           or [np.zeros(0, dtype=np.int64)])
+
+
+def value_rows(rft_file: str | Path, tokenizer: Any, max_length: int = 131_072, gamma: float = GAMMA,
+               lam: float = LAM) -> list[dict[str, Any]]:
+    """Offline warm-up data from an RFT file (`cuda-agent train rft`): each trajectory tokenized as
+    verl's SFT trainer tokenizes it (its multi-turn dataset, through `verl_sft`), the policy mask
+    being its loss mask (the assistant's tokens), and the critic's first-round targets. Imports verl."""
+    from cuda_agent.rl.verl_sft import JsonMultiTurnSFTDataset
+
+    ds = JsonMultiTurnSFTDataset(parquet_files=str(rft_file), tokenizer=tokenizer, config={
+        "max_length": max_length, "truncation": "error", "pad_mode": "no_padding",
+        "messages_key": "messages", "tools_key": "tools"})
+    rows = []
+    for i in range(len(ds)):
+        item, row = ds[i], ds.dataframe.iloc[i]
+        mask = item["loss_mask"].tolist()
+        targets = value_targets(mask, float(row["reward"]), gamma=gamma, lam=lam)
+        rows.append({"input_ids": item["input_ids"].tolist(), "policy_mask": mask,
+                     "value_targets": [None if np.isnan(t) else float(t) for t in targets],
+                     "reward": float(row["reward"]), "task": row["task"], "source": row["source"]})
+    return rows
+
+
+def write_value_rows(rft_file: str | Path, tokenizer_path: str, out: str | Path, gamma: float = GAMMA,
+                     lam: float = LAM, max_length: int = 131_072) -> int:
+    """`value_rows` of `rft_file` with the tokenizer at `tokenizer_path`, written to the Parquet file
+    `out`; returns how many rows."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise CudaAgentError("value targets need verl and pyarrow: pip install 'cuda-agent[verl]'") from None
+    if not Path(rft_file).is_file():
+        raise CudaAgentError(f"{rft_file}: no such file; make it with `cuda-agent train rft`")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    except (OSError, ValueError) as exc:
+        raise CudaAgentError(f"--tokenizer {tokenizer_path}: cannot be loaded ({exc}); give the policy "
+                             "model's folder or Hugging Face name") from None
+    rows = value_rows(rft_file, tokenizer, max_length, gamma, lam)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(out)
+    return len(rows)
