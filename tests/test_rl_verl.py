@@ -241,9 +241,11 @@ def test_ppo_dry_runs_print_complete_configs_with_the_paper_s_hyperparameters(tm
     assert "python3 -m verl.trainer.main_ppo" in launch.replace(" \\\n    ", " ") and "CUDA_AGENT_EVAL_CONFIG" in launch
 
     p = _train("ppo", "--stage", "single-turn", "--model", "m", "--data", "d.parquet", "--out", str(tmp_path / "runs"),
-               "--set", "trainer.total_training_steps=20", "--dry-run")
+               "--set", "trainer.total_training_steps=20", "--nnodes", "2", "--gpus-per-node", "4", "--dry-run")
     assert p.returncode == 0, p.stderr
     cfg = yaml.safe_load(p.stdout)
+    assert (cfg["trainer"]["nnodes"], cfg["trainer"]["n_gpus_per_node"]) == (2, 4)
+    assert "export RAY_ADDRESS=auto" in (tmp_path / "runs" / "single-turn" / "single-turn.launch.sh").read_text()
     fn = cfg["reward"]["custom_reward_function"]
     assert load_extern_object(fn["path"], fn["name"]) is reward_mod.acompute_score  # verl's loader finds it
     assert cfg["trainer"]["total_training_steps"] == 20 and cfg["algorithm"]["lam"] == 0.95

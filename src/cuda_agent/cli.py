@@ -827,8 +827,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="training on verl: RFT data, prompts, and each stage's launch",
                        description="The paper's recipe on verl: `prompts` writes a task set's prompt rows; "
                        "`ppo --stage single-turn` trains on them; `rft` filters agent trajectories into "
-                       "multi-turn SFT data and `sft` fine-tunes the actor on it; `ppo --stage agentic` "
-                       "trains the agent with the critic warmed up.")
+                       "multi-turn SFT data, `sft` fine-tunes the actor on it and `values` gives the critic's "
+                       "warm-up targets for it; `ppo --stage agentic` trains the agent with the critic warmed up.")
     train = p.add_subparsers(dest="stage", metavar="STEP", required=True)
     q = train.add_parser("rft", help="agent trajectories -> rejection fine-tuning data (Parquet)",
                          description="Keep the trajectories whose final evaluation earned a reward above "

@@ -133,9 +133,11 @@ def ppo_recipe(stage: str, model: str, train_files: str, out_dir: Path, val_file
             "trainer.total_training_steps": 150,
             "trainer.critic_warmup": CRITIC_WARMUP_STEPS if critic_warmup is None else critic_warmup,
         })
+    env = {"CUDA_AGENT_EVAL_CONFIG": json.dumps(fields)}
+    if nnodes > 1:  # verl's driver joins the Ray cluster already started on the machines (`ray start`)
+        env["RAY_ADDRESS"] = "auto"
     return Recipe(stage=stage, module="verl.trainer.main_ppo", config_name="ppo_trainer",
-                  overrides=_sets(pairs, sets or []), env={"CUDA_AGENT_EVAL_CONFIG": json.dumps(fields)},
-                  files=files)
+                  overrides=_sets(pairs, sets or []), env=env, files=files)
 
 
 def rft_recipe(model: str, train_files: str, out_dir: Path, val_files: str | None = None, nnodes: int = 1,
