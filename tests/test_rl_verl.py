@@ -153,7 +153,7 @@ def test_an_episode_ends_with_the_verdict_on_the_last_policy_token(tokenizer, tm
     assert scores[-1] == 1.0 and scores[:-1].abs().sum() == 0
     assert tokenizer.decode(out.response_ids[-len("<|im_end|>") - 30:]).endswith("ModelNew is correct.<|im_end|>")
     info = out.extra_fields["reward_extra_info"]
-    assert info["correct"] is True and info["invalid_tool_calls"] == 1
+    assert info["correct"] is True and info["invalid_tool_calls"] == 1 and info["infra_error"] is False
     # released: no environment open, the workspace gone
     assert open_environments() == 0 and not any((tmp_path / "work").iterdir())
     # the trajectory, in the agent's format: what RFT reads

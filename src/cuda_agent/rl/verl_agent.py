@@ -45,6 +45,7 @@ from cuda_agent.agent.loop import EpisodeEnv, final_verdict
 from cuda_agent.agent.sandbox import Limits
 from cuda_agent.agent.toolbox import Toolbox
 from cuda_agent.evaluate import EvalConfig
+from cuda_agent.evaluate.result import Kind
 from cuda_agent.rl.data import task_from_row
 from cuda_agent.rl.reward import shared_evaluator
 
@@ -186,9 +187,12 @@ class CudaAgentLoop(ToolAgentLoop):
             messages = list(self.agent_data.messages) if self.agent_data is not None else []
             invalid = sum(not ok for ok in self.ok.values())
             output = reward_on_last_policy_token(output, result.reward)
+            # verl logs these per batch; infra_error: the evaluator's own failure, which it has already
+            # retried alone on the GPU (Evaluator), so a reward of -1 there is not the policy's doing
             output.extra_fields["reward_extra_info"] = {
                 "correct": bool(result.correct), "speedup_eager": result.speedup_eager or 0.0,
-                "speedup_compile": result.speedup_compile or 0.0, "invalid_tool_calls": invalid}
+                "speedup_compile": result.speedup_compile or 0.0, "invalid_tool_calls": invalid,
+                "infra_error": any(r.kind is Kind.INFRA for r in result.reasons)}
             if self.trajectory_dir is not None:
                 self._write_trajectory(self.trajectory_dir / env_id, task, env, messages, result,
                                        time.monotonic() - t_start)
