@@ -253,6 +253,7 @@ def test_ppo_dry_runs_print_complete_configs_with_the_paper_s_hyperparameters(tm
     p = _train("ppo", "--stage", "agentic", "--model", "m", "--data", "d", "--out", str(tmp_path), "--dry-run",
                "--set", "trainer.no_such_key=1")
     assert p.returncode == 2 and "verl rejected the agentic recipe" in p.stderr
+    assert not (tmp_path / "agentic").exists()  # nothing written for a rejected recipe
 
 
 def test_rft_data_reads_through_verl_s_sft_dataset(tokenizer, tmp_path):

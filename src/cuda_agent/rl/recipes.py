@@ -183,13 +183,14 @@ def resolve(recipe: Recipe) -> str:
 
 def write(recipe: Recipe, out_dir: Path) -> dict[str, Path]:
     """Write the resolved config, the launch script and the recipe's files into `out_dir`."""
+    config = resolve(recipe)  # first: a recipe verl rejects leaves no files behind
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, content in recipe.files.items():
         (out_dir / name).write_text(content)
         written[name] = out_dir / name
     written["config"] = out_dir / f"{recipe.stage}.config.yaml"
-    written["config"].write_text(resolve(recipe))
+    written["config"].write_text(config)
     written["launch"] = out_dir / f"{recipe.stage}.launch.sh"
     written["launch"].write_text(recipe.script())
     written["launch"].chmod(0o755)

@@ -105,6 +105,7 @@ def write_value_rows(rft_file: str | Path, tokenizer_path: str, out: str | Path,
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
+        import verl  # noqa: F401  (value_rows tokenizes through verl's SFT dataset)
         from transformers import AutoTokenizer
     except ImportError:
         raise CudaAgentError("value targets need verl and pyarrow: pip install 'cuda-agent[verl]'") from None
