@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.parquet import write_rows
 from cuda_agent.tasks import Task
 
 DATA_SOURCE = "cuda-agent"
@@ -54,17 +55,8 @@ def prompt_rows(tasks: Iterable[Task], agent_name: str = "single_turn_agent") ->
 
 def write_prompts(tasks: Iterable[Task], out: str | Path, agent_name: str = "single_turn_agent") -> int:
     """Write the prompt rows of `tasks` to the Parquet file `out`; returns how many."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise CudaAgentError("writing Parquet needs pyarrow: pip install 'cuda-agent[data]'") from None
     rows = prompt_rows(tasks, agent_name)
     if not rows:
         raise CudaAgentError("no tasks to write prompts for")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(out)
+    write_rows(out, rows)
     return len(rows)

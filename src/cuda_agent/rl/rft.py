@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.parquet import write_rows
 from cuda_agent.rl.trajectory import Trajectory, TrajectoryError, find_trajectories, longest_loop, read_trajectory
 
 
@@ -106,7 +107,6 @@ def build_rft(trajectories: str | Path, out: str | Path, flt: RFTFilter | None =
     `out`, with the report beside it (`out` with the suffix .report.json)."""
     try:
         import pyarrow as pa
-        import pyarrow.parquet as pq
     except ImportError:
         raise CudaAgentError("writing Parquet needs pyarrow: pip install 'cuda-agent[data]'") from None
     out = Path(out)
@@ -117,14 +117,11 @@ def build_rft(trajectories: str | Path, out: str | Path, flt: RFTFilter | None =
         raise CudaAgentError(f"{trajectories}: no trajectory.jsonl under it; point --trajectories at the "
                              "--out folder of `cuda-agent solve` or `bench --agent`")
     kept, report = select(paths, flt or RFTFilter())
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows = [sft_row(t) for t in kept]
     schema = pa.schema([("messages", pa.string()), ("tools", pa.string()), ("task", pa.string()),
                         ("model", pa.string()), ("reward", pa.float64()), ("speedup_eager", pa.float64()),
                         ("speedup_compile", pa.float64()), ("turns", pa.int64()), ("source", pa.string())])
-    tmp = out.with_name(out.name + ".partial")
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
-    tmp.replace(out)  # a reader never sees half a file
+    write_rows(out, rows, schema)
     report.out = str(out)
     out.with_suffix(".report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return report

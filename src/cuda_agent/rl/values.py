@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.parquet import write_rows
 
 GAMMA, LAM = 1.0, 0.95  # the paper's
 
@@ -103,12 +104,10 @@ def write_value_rows(rft_file: str | Path, tokenizer_path: str, out: str | Path,
     """`value_rows` of `rft_file` with the tokenizer at `tokenizer_path`, written to the Parquet file
     `out`; returns how many rows."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
         import verl  # noqa: F401  (value_rows tokenizes through verl's SFT dataset)
         from transformers import AutoTokenizer
     except ImportError:
-        raise CudaAgentError("value targets need verl and pyarrow: pip install 'cuda-agent[verl]'") from None
+        raise CudaAgentError("value targets need verl: pip install 'cuda-agent[verl]'") from None
     if not Path(rft_file).is_file():
         raise CudaAgentError(f"{rft_file}: no such file; make it with `cuda-agent train rft`")
     try:
@@ -117,9 +116,5 @@ def write_value_rows(rft_file: str | Path, tokenizer_path: str, out: str | Path,
         raise CudaAgentError(f"--tokenizer {tokenizer_path}: cannot be loaded ({exc}); give the policy "
                              "model's folder or Hugging Face name") from None
     rows = value_rows(rft_file, tokenizer, max_length, gamma, lam)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(out)
+    write_rows(out, rows)
     return len(rows)

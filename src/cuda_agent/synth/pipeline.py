@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.errors import CudaAgentError, UsageError
+from cuda_agent.parquet import write_rows
 from cuda_agent.synth.compose import DEFAULT_MIX, Draft, compose_offline
 from cuda_agent.synth.filters import WINDOWS, ProbePool
 from cuda_agent.synth.similarity import SimilarityIndex, fingerprint, kernelbench_index
@@ -278,14 +279,10 @@ def _attempt(cfg: SynthConfig, llm: Any, pool: ProbePool, kb: SimilarityIndex | 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = pa.schema([("id", pa.string()), ("code", pa.string()), ("ops", pa.list_(pa.string())),
                         ("families", pa.list_(pa.string())), ("num_ops", pa.int32()), ("eager_ms", pa.float64()),
                         ("compile_ms", pa.float64()), ("max_kernelbench_similarity", pa.float64()),
                         ("kernelbench_match", pa.string()), ("seed", pa.int64()), ("attempt", pa.int64()),
                         ("composer", pa.string()), ("batch_size", pa.int64())])
-    table = pa.Table.from_pylist([{k: r.get(k) for k in ROW_KEYS} for r in rows], schema=schema)
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    write_rows(path, [{k: r.get(k) for k in ROW_KEYS} for r in rows], schema)
