@@ -914,11 +914,11 @@ class _Evaluation:
                 # judge's, in about one evaluation of 15. A candidate that lowers its median claim
                 # must under-report most commands of every look.
                 first = {k: check[k] for k in ("trusted_overhead_ms", "candidate_overhead_ms", "tolerance_ms")}
-                mark, mark_trusted = len(walls["candidate"]), len(trusted)
+                mark = len(walls["candidate"])  # each kept batch of the candidate has its probe in `trusted`
                 if not rounds(["candidate"]):
                     return False
                 check = _timing_check(claimed["candidate"][mark:], walls["candidate"][mark:],
-                                      TimeStats.of(trusted[mark_trusted:]), self.device)
+                                      TimeStats.of(trusted[mark:]), self.device)
                 check["first_look"] = first
         n_checked = counts["checked"]
         noisy: list[str] = []

@@ -41,7 +41,7 @@ from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from cuda_agent.agent.loop import EpisodeEnv, final_verdict
+from cuda_agent.agent.loop import EpisodeEnv, Trajectory, final_verdict
 from cuda_agent.agent.sandbox import Limits
 from cuda_agent.agent.toolbox import Toolbox
 from cuda_agent.evaluate import EvalConfig
@@ -194,14 +194,14 @@ class CudaAgentLoop(ToolAgentLoop):
                 "speedup_compile": result.speedup_compile or 0.0, "invalid_tool_calls": invalid,
                 "infra_error": any(r.kind is Kind.INFRA for r in result.reasons)}
             if self.trajectory_dir is not None:
-                self._write_trajectory(self.trajectory_dir / env_id, task, env, messages, result,
+                self._write_trajectory(self.trajectory_dir / env_id, task, env, messages, result, invalid,
                                        time.monotonic() - t_start)
             return output
         finally:
             await asyncio.to_thread(shutil.rmtree, self.work_dir / env_id, True)
 
     def _write_trajectory(self, out: Path, task, env: EpisodeEnv, messages: list[dict[str, Any]], result,
-                          wall_s: float) -> None:
+                          invalid: int, wall_s: float) -> None:
         """The episode in the agent's trajectory format (agent/loop.py), for `cuda-agent train rft`."""
         out.mkdir(parents=True, exist_ok=True)
         records: list[dict[str, Any]] = [{
@@ -231,6 +231,9 @@ class CudaAgentLoop(ToolAgentLoop):
                 "turn_limit" if self.max_assistant_turns and turn >= self.max_assistant_turns else "context_budget")
         records.append({"type": "final", "stop": stop, "turns": turn, "tokens": {}, "wall_s": round(wall_s, 3),
                         "eval_s": None, "workspace_commands": env.bridge.calls,
-                        "invalid_tool_calls": sum(not ok for ok in self.ok.values()), "result": result.to_json()})
-        (out / "trajectory.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+                        "invalid_tool_calls": invalid, "result": result.to_json()})
+        traj = Trajectory(out / "trajectory.jsonl")
+        for r in records:
+            traj.write(r)
+        traj.close()
         (out / "result.json").write_text(json.dumps(result.to_json(), indent=1))
