@@ -546,8 +546,13 @@ def test_a_flagged_timing_check_takes_a_second_look(tmp_path, cache_dir, monkeyp
         assert "in two looks" in res.failures[0].message
 
 
-def test_reduced_precision_is_recorded(tmp_path, cache_dir):
-    body = "torch.backends.cuda.matmul.allow_tf32 = True\n" + CORRECT[len(HEADER):]
+@pytest.mark.parametrize("switch", [
+    "torch.backends.cuda.matmul.allow_tf32 = True",
+    "torch.backends.cuda.matmul.fp32_precision = 'tf32'",  # torch's newer API: an honest candidate
+    "torch.backends.fp32_precision = 'tf32'",  # the newer global switch (the older getters refuse)
+])
+def test_reduced_precision_is_recorded(tmp_path, cache_dir, switch):
+    body = switch + "\n" + CORRECT[len(HEADER):]
     res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
     assert res.correct, res.reasons
     assert Code.REDUCED_PRECISION in [r.code for r in res.reasons]

@@ -109,8 +109,12 @@ FORBIDDEN_BUILTINS: dict[str, Code] = {
     "exit": Code.EARLY_EXIT, "quit": Code.EARLY_EXIT,
 }
 # Assignments to attributes of these roots are harness patches, except the precision switches that
-# the paper allows (recorded in the result).
-PRECISION_SWITCHES = re.compile(r"^torch\.backends\.(cuda\.matmul|cudnn)\.(allow_tf32|allow_fp16_reduced_precision_reduction|allow_bf16_reduced_precision_reduction|benchmark|deterministic|enabled)$")
+# the paper allows (recorded in the result): the older ones, and torch's newer `fp32_precision`
+# (global, or for cuBLAS matmuls, cuDNN, its convolutions or RNNs).
+PRECISION_SWITCHES = re.compile(
+    r"^torch\.backends\.(cuda\.matmul|cudnn)\.(allow_tf32|allow_fp16_reduced_precision_reduction"
+    r"|allow_bf16_reduced_precision_reduction|benchmark|deterministic|enabled)$"
+    r"|^torch\.backends(\.cuda\.matmul|\.cudnn(\.conv|\.rnn)?)?\.fp32_precision$")
 
 # torch.* names that are allocation, metadata or types (allowed inside forward in strict).
 TORCH_ALLOWED = {

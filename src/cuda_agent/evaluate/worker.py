@@ -409,7 +409,8 @@ def _process_state() -> dict[str, Any]:
             "CPU threads": torch.get_num_threads(),
             "Python threads": threading.active_count(),
             "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
-                      torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
+                      torch.backends.cudnn.deterministic, _read_switch(lambda: torch.backends.cudnn.allow_tf32),
+                      getattr(torch.backends.cudnn, "fp32_precision", None)),
             "matmul": (torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
                        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
             **_precision(),
@@ -597,12 +598,29 @@ def _threads() -> set[str]:
         return set()
 
 
+def _read_switch(get: Any) -> Any:
+    """A precision switch's value, or "refused" where torch will not read it: a process that set
+    its precision through both torch's older API (allow_tf32, set_float32_matmul_precision) and
+    the newer one (fp32_precision) makes the older getters raise."""
+    try:
+        return get()
+    except RuntimeError:
+        return "refused"
+
+
 def _precision() -> dict[str, Any]:
-    """Precision switches that change results (recorded in the result, allowed within tolerance)."""
+    """Precision switches that change results (recorded in the result, allowed within tolerance).
+    Whether cuBLAS float32 matmuls use TF32 comes from the older switch, or where torch refuses
+    to read it, from the newer one (`none` there inherits the global `torch.backends` setting)."""
     import torch
 
-    return {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    m = torch.backends.cuda.matmul
+    new = getattr(m, "fp32_precision", None)
+    tf32 = _read_switch(lambda: bool(m.allow_tf32))
+    if tf32 == "refused":
+        tf32 = new == "tf32" or (new == "none" and getattr(torch.backends, "fp32_precision", None) == "tf32")
+    return {"matmul_allow_tf32": tf32, "matmul_fp32_precision": new,
+            "float32_matmul_precision": _read_switch(torch.get_float32_matmul_precision)}
 
 
 # --- main loop -------------------------------------------------------------------------------------
