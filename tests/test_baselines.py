@@ -33,6 +33,7 @@ def test_key_covers_device_and_software_not_host():
         assert baseline_key(changed, 8, True) != base
     assert baseline_key(DEVICE, 4, True) != base
     assert baseline_key(DEVICE, 8, False) != base
+    assert baseline_key(DEVICE, 8, True, "tf32") != base  # EvalConfig.touch is part of the protocol
 
 
 def test_cache_round_trip_and_tampering(tmp_path):

@@ -99,6 +99,8 @@ def test_config_validation_names_the_field():
     assert EvalConfig(atol=1e-3, rtol=1e-2).norm_tol == pytest.approx(5e-2)
     with pytest.raises(ValueError, match="batch_calls"):
         EvalConfig(batch_calls=0)
+    with pytest.raises(ValueError, match="touch='fp8': use one of bf16, tf32"):
+        EvalConfig(touch="fp8")
 
 
 def test_batch_size_fits_the_memory_budget():
@@ -544,6 +546,55 @@ def test_a_flagged_timing_check_takes_a_second_look(tmp_path, cache_dir, monkeyp
     else:
         assert codes(res) == ["timing_tampered"] and res.reward == -1
         assert "in two looks" in res.failures[0].message
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_tf32_touch_leaves_the_processes_precision_as_it_was(tmp_path, cache_dir, device):
+    """EvalConfig.touch="tf32": every process that times runs TF32 products before each call. The
+    candidate's precision switches, read after its timed calls, show nothing it did not set (a
+    leak would be recorded as reduced_precision), and the baselines are keyed by the touch."""
+    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device, touch="tf32")
+    assert res.correct, res.reasons
+    assert Code.REDUCED_PRECISION not in [r.code for r in res.reasons]
+    assert res.device["candidate_precision"]["matmul_allow_tf32"] is False
+    plain = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device)
+    assert plain.timing_check["baselines"]["key"] != res.timing_check["baselines"]["key"]
+
+
+TF32_STATES = ["", "torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cuda.matmul.allow_tf32 = False",
+               "torch.backends.cuda.matmul.fp32_precision = 'ieee'", "torch.set_float32_matmul_precision('high')",
+               "torch.backends.fp32_precision = 'tf32'"]
+
+
+@pytest.mark.parametrize("setting", TF32_STATES)
+def test_tf32_matmul_puts_back_whatever_the_process_set(setting):
+    """The tf32 touch forces TF32 for its own products only: whichever API the process used to set
+    its precision (the older allow_tf32, the newer fp32_precision, the global one), every switch
+    reads the same after, and a getter that raised before raises after (torch refuses to mix the
+    APIs, and the touch must not turn a process's working setting into a refused one)."""
+    script = f"""
+import json, torch
+from cuda_agent.evaluate.timing import tf32_matmul
+{setting}
+def read(get):
+    try:
+        return get()
+    except RuntimeError:
+        return "refused"
+def state():
+    m = torch.backends.cuda.matmul
+    return [read(lambda: m.allow_tf32), m.fp32_precision, torch.backends.fp32_precision,
+            read(torch.get_float32_matmul_precision)]
+before = state()
+with tf32_matmul():
+    inside = torch.backends.cuda.matmul.fp32_precision
+print(json.dumps([before, inside, state()]))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, inside, after = json.loads(out.stdout.splitlines()[-1])
+    assert inside == "tf32"
+    assert after == before
 
 
 @pytest.mark.parametrize("switch", [

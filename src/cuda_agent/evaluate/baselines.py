@@ -94,14 +94,16 @@ def task_hash(task_source: str) -> str:
     return hashlib.sha256(task_source.encode()).hexdigest()
 
 
-def baseline_key(device: dict[str, Any], batch_calls: int, compile_baseline: bool) -> str:
+def baseline_key(device: dict[str, Any], batch_calls: int, compile_baseline: bool, touch: str = "bf16") -> str:
     """Which of a task's entries applies: the device, the software, the most calls per command
-    (`EvalConfig.batch_calls`), the protocol."""
+    (`EvalConfig.batch_calls`), the protocol (with `EvalConfig.touch`, the busy work before each
+    call)."""
     fields = {
         "protocol": PROTOCOL,
         "device": {k: device.get(k) for k in _DEVICE_FIELDS},
         "batch_calls": batch_calls,
         "compile": compile_baseline,
+        "touch": touch,
     }
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 

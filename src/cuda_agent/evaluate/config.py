@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
+TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
+
+
 def default_cache_dir() -> Path:
     """`$CUDA_AGENT_CACHE`, else `$XDG_CACHE_HOME/cuda-agent`, else `~/.cache/cuda-agent`."""
     if env := os.environ.get("CUDA_AGENT_CACHE"):
@@ -66,6 +69,12 @@ class EvalConfig:
     batch's inputs and outputs would not fit in memory, or its calls would take over ~5 ms). Calls
     of one process in a row keep its host side warm, the same for the candidate and the baselines;
     each timing sample is a batch's mean."""
+    touch: str = "bf16"
+    """The busy work right before each timed call, in every process that times (`Timer.touch`):
+    `bf16`, two bf16 2048x2048 products whose cost no precision setting changes; or `tf32`, four
+    TF32 1024x1024 products, which held a 0.4 ms TF32 matmul steadier between processes in a bare
+    loop on an H200 (benchmarks/timing_noise.py, `spin`). Part of the protocol that cached
+    baselines are keyed by."""
     timed_check_fraction: float = 0.25
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
     each command (every timed call gets fresh inputs either way). 1.0 checks them all."""
@@ -127,6 +136,8 @@ class EvalConfig:
             raise ValueError(f"timed_check_fraction={self.timed_check_fraction}: must be in (0, 1]")
         if self.batch_calls < 1:
             raise ValueError(f"batch_calls={self.batch_calls}: must be 1 or more (default 8)")
+        if self.touch not in TOUCHES:
+            raise ValueError(f"touch={self.touch!r}: use one of {', '.join(TOUCHES)} (default {TOUCHES[0]})")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
             raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
         self.cache_dir = Path(self.cache_dir)

@@ -585,7 +585,7 @@ class _Evaluation:
                     try:
                         setup = judge.call("setup", self._left(), task_source=self.task.source,
                                            origin=self.task.origin, device=self.device,
-                                           init_seed=self.seeds["init"], shm_dir=str(shm))
+                                           init_seed=self.seeds["init"], shm_dir=str(shm), touch=cfg.touch)
                     except WorkerFailure as f:
                         if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
                             f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
@@ -598,7 +598,7 @@ class _Evaluation:
             self.res.device = setup["device"]
             self.init_inputs = setup["init_inputs"]
             # Cached baselines fix the batch size: the candidate is timed as they were.
-            self.baseline_key = baseline_key(self.res.device, cfg.batch_calls, cfg.compile_baseline)
+            self.baseline_key = baseline_key(self.res.device, cfg.batch_calls, cfg.compile_baseline, cfg.touch)
             self.cached = (self.baselines.lookup(self.baseline_snapshot, self.baseline_key)
                            if self.baselines else None)
             if self.cached is not None:
@@ -618,7 +618,7 @@ class _Evaluation:
                                     extension=str(built.so_path) if built else None,
                                     device=self.device, init_seed=self.seeds["init"],
                                     init_inputs=setup["init_inputs"], shm_dir=str(shm),
-                                    policy=cfg.policy, ipc_segments=cfg.ipc_segments)
+                                    policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:
@@ -801,7 +801,7 @@ class _Evaluation:
             loaded = worker.call("load", self._left(), stage_dir=str(worker.cwd), extension=None,
                                  device=self.device, init_seed=self.seeds["init"],
                                  init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none",
-                                 ipc_segments=self.cfg.ipc_segments)
+                                 ipc_segments=self.cfg.ipc_segments, touch=self.cfg.touch)
             self.judge.call("weights", self._left(), state=loaded["state"])
             worker.call("load_weights", self._left())
 

@@ -173,7 +173,7 @@ class Judge:
         return {"reusable": not why, "why": why[:8]}
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
-                  shm_dir: str) -> dict[str, Any]:
+                  shm_dir: str, touch: str = "bf16") -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate.device import device_info
@@ -194,7 +194,7 @@ class Judge:
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the task's Model could not be built:\n{_trace(exc)}")
         self.task = module
-        self.timer = _timer(self.device)
+        self.timer = _timer(self.device, touch)
         return {
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
@@ -479,7 +479,7 @@ class Runner:
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
-                 ipc_segments: bool = True) -> dict[str, Any]:
+                 ipc_segments: bool = True, touch: str = "bf16") -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard
@@ -489,7 +489,7 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         self.exporter = Exporter(self.device, Path(shm_dir), segments=ipc_segments)
-        self.timer = _timer(self.device)
+        self.timer = _timer(self.device, touch)
         self.policy = policy
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
@@ -721,13 +721,16 @@ def _warm_cuda(lock: str | None, full: bool = False) -> None:
         torch.cuda.synchronize()
 
 
-def _timer(device: Any) -> Any:
-    """A Timer for `device`: the one this process warmed as a spare, if any, else a new one."""
+def _timer(device: Any, touch: str = "bf16") -> Any:
+    """A Timer for `device` with `touch`: the one this process warmed as a spare, if it is that,
+    else a new one."""
     global _warm_timer
     from cuda_agent.evaluate.timing import Timer
 
     timer, _warm_timer = _warm_timer, None
-    return timer if timer is not None and timer.device == device else Timer(device)
+    if timer is not None and timer.device == device and timer.touch_kind == touch:
+        return timer
+    return Timer(device, touch)
 
 
 def main() -> None:
