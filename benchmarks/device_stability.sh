@@ -1,29 +1,42 @@
 #!/usr/bin/env bash
-# One call on the GPU machine for the [speed] stability target: is the spread between processes a
-# matter of which NUMA node times the calls? timing_noise.py on bare loops, the processes placed by
-# the OS and then pinned to the GPU's node; then the evaluator's stability step with pin_cpus.
-#   device run: bash benchmarks/device_stability.sh   (carry .kb; on nvidia-h200-x2 the GPUs may sit
-#   on different sockets, on nvidia-h200 the host may have one node: the first line says)
+# One call on the GPU machine for the [speed] stability target (nvidia-h200 will do), shortest
+# summary last:
+#   1. timing_noise.py on bare loops: which busy work before a call makes a 0.4 ms TF32 matmul steady
+#      between processes (dtype, size, fixed or fresh output), and the clocks and buffers' placement
+#      as controls; on a host of several NUMA nodes, again with the processes pinned to the GPU's;
+#   2. stability_probe.py: the evaluator's own calls of the matmul and ReLU solutions, by estimator;
+#   3. the evaluator benchmark's stability step on the three slowest level-1 solutions.
+# Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change).
+#   device run: bash benchmarks/device_stability.sh [--set FIELD=VALUE ...]   (carry .kb)
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-lscpu | grep -i "^NUMA node" ; nvidia-smi topo -m 2>/dev/null | head -4
+[ -d .kb ] || { echo "device_stability.sh: needs a copy of KernelBench's task folders in .kb/ (carry .kb)"; exit 2; }
+nodes=$(lscpu | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}')
+echo "NUMA nodes: ${nodes:-unknown}"
 t0=$(date +%s)
-for mode in "" --pin; do
-    timeout 150 python3 benchmarks/timing_noise.py --procs 5 --batches "${BATCHES:-60}" --workloads matmul,relu \
-        $mode > "$OUT/noise${mode:+_pinned}.log" 2>&1
+modes=("")
+[ "${nodes:-1}" -gt 1 ] && modes+=(--pin)
+for mode in "${modes[@]}"; do
+    log="$OUT/noise${mode:+_pinned}.log"
+    timeout 200 python3 benchmarks/timing_noise.py --procs 5 --batches "${BATCHES:-30}" --workloads matmul,relu \
+        $mode > "$log" 2>&1
     echo "timing_noise ${mode:-(placed by the OS)}: rc $? at $(( $(date +%s) - t0 )) s"
-    grep -v "^$" "$OUT/noise${mode:+_pinned}.log" | tail -12
 done
-extra=()
-[ -d .kb ] && extra=(--solutions benchmarks/solutions --kernelbench .kb)
-timeout "${LIMIT:-260}" python3 benchmarks/evaluator.py --device cuda --steps stability --set pin_cpus=true \
-    --json "$OUT/stability_pinned.json" "${extra[@]}" > "$OUT/stability_pinned.log" 2>&1
-echo "stability, pin_cpus: rc $? at $(( $(date +%s) - t0 )) s"
-grep "^stability\|SM MHz\|^[0-9]" "$OUT/stability_pinned.log" | tail -8
+timeout 150 python3 benchmarks/stability_probe.py --kernelbench .kb --only 1_Square,19_ReLU "$@" \
+    > "$OUT/probe.log" 2>&1
+echo "stability_probe: rc $? at $(( $(date +%s) - t0 )) s"
+timeout "${LIMIT:-200}" python3 benchmarks/evaluator.py --device cuda --steps stability --solutions benchmarks/solutions \
+    --kernelbench .kb --only 1_Square,19_ReLU,23_Softmax --json "$OUT/stability.json" "$@" > "$OUT/stability.log" 2>&1
+echo "stability step: rc $? at $(( $(date +%s) - t0 )) s"
+echo; echo "== bare loops: between processes, max/min - 1 of the medians (and other estimators)"
+grep -h "^matmul\|^relu" "$OUT"/noise*.log
+echo; echo "== the evaluator's calls (stability_probe), by estimator"
+grep -A3 "^spread between" "$OUT/probe.log" | tail -3
+echo; echo "== stability step"
+grep -h "^stability" "$OUT/stability.log"
 python3 -c "
 import json, sys
 f = json.load(open(sys.argv[1]))
-for name, v in f.get('stability_by_estimator', {}).items():
-    print(name, 'max/min - 1 by estimator:', v)
-" "$OUT/stability_pinned.json" 2>/dev/null
+print('max/min - 1 of the speedups:', {k: round(v - 1, 4) for k, v in f.get('stability', {}).items()})
+" "$OUT/stability.json" 2>/dev/null

@@ -55,6 +55,21 @@ def candidates(device: str, solutions: str | None, kernelbench: str | None) -> l
     return out
 
 
+def config_overrides(p: argparse.ArgumentParser, items: list[str]) -> dict:
+    """EvalConfig fields from --set FIELD=VALUE arguments (VALUE as JSON, else a string)."""
+    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in fields:
+            p.error(f"--set {item}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto")
@@ -83,15 +98,7 @@ def main() -> int:
     device = resolve_device(args.device)
     cache = Path(tempfile.mkdtemp(prefix="cuda-agent-bench-"))
     extra = {k: v for k, v in (("timing_budget_s", args.timing_budget), ("min_iters", args.min_iters)) if v is not None}
-    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep or name not in fields:
-            p.error(f"--set {item}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
-        try:
-            extra[name] = json.loads(value)
-        except json.JSONDecodeError:
-            extra[name] = value
+    extra.update(config_overrides(p, args.set))
     try:
         cfg = EvalConfig(**{"device": device, "cache_dir": cache, "policy": args.policy, **extra})
     except (TypeError, ValueError) as exc:

@@ -4,13 +4,23 @@ evaluations would), printing per protocol the spread inside one process (IQR / m
 means) and between processes (max / min of their medians, for several estimators).
 
     python benchmarks/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
+        [--protocols harness,spin,...]
 
-Protocols: `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock
-around the call and a device-wide synchronize; `touch` was a trivial kernel until this diagnostic
-showed the spin's effect, and is now bf16 tensor-core work); `events` the same with CUDA events around
-the call; `spin` four TF32 1024x1024 products before the call instead (clocks up); `ring`
-cycles batch by batch through 6 sets of input buffers allocated at different places (is the spread
-between processes a matter of where the buffers lie?).
+Protocols (each is busy work before the call, a clock, and the buffers the calls use):
+- `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock around the
+  call and a device-wide synchronize; `touch` was a trivial kernel until this diagnostic showed the
+  spin's effect, and is now two bf16 2048x2048 products into a fixed buffer);
+- `events`: the same with CUDA events around the call (what the GPU itself took);
+- `spin`: four TF32 1024x1024 products before the call instead, each into a fresh output (the
+  evaluator's `EvalConfig.touch="tf32"`; with it a 0.4 ms TF32 matmul's median varied 0.3-1.0% between processes, against 0.6-5.4%
+  for `harness`, on one H200 on 2026-12-01); `spin_bf16`, `spin_out` and `touch_tf32` change one
+  thing of it at a time: bf16 instead of TF32; a fixed output buffer; the touch's size (two
+  2048x2048 products) in TF32; `touch_fresh` is the touch's work on random values into fresh
+  outputs;
+- `ring` cycles batch by batch through 6 sets of input buffers allocated at different places, and
+  `one` (host clock) and `one_ev` (events) call every call of a batch on the same buffers: is the
+  spread between processes a matter of where the buffers lie? (On 2026-12-01: no, all three varied
+  like `harness`.)
 
 Each process's CPU at the end is shown beside its median (`far`: not on the GPU's NUMA node), and
 `--pin` runs every process on the GPU's node (`EvalConfig.pin_cpus` in the evaluator): is the spread
@@ -28,17 +38,52 @@ import sys
 import time
 
 WORKLOADS = ("gelu", "matmul", "relu")
-PROTOCOLS = ("harness", "events", "spin", "ring")
+# protocol: (busy work before each call, clock, buffers)
+PROTOCOLS = {
+    "harness": ("bf16", "host", "args"), "events": ("bf16", "events", "args"),
+    "spin": ("tf32", "host", "args"), "spin_bf16": ("bf16_1024x4", "host", "args"),
+    "spin_out": ("tf32_1024x4_out", "host", "args"), "touch_tf32": ("tf32_2048x2_out", "host", "args"),
+    "touch_fresh": ("bf16_2048x2", "host", "args"),
+    "ring": ("bf16", "host", "ring"), "one": ("bf16", "host", "one"), "one_ev": ("bf16", "events", "one"),
+}
 
 
-def child(workload: str, batches: int, calls: int) -> dict:
+def busy(kind: str, timers: dict, mats: dict, sync) -> None:
+    """The busy work before a timed call: a Timer's touch (`bf16`, `tf32`: EvalConfig.touch), or
+    `DTYPE_NxK[_out]`: K products of an NxN matrix of random values with itself in TF32 (float32
+    with TF32 on) or bf16, each into a fresh output or, with `_out`, into the same buffer; then a
+    wait for the device. `mats` keeps the matrices made on first use, by kind."""
     import torch
 
+    if kind in timers:
+        timers[kind].touch()
+        return
+    parts = kind.split("_")
+    n, k = (int(x) for x in parts[1].split("x"))
+    if kind not in mats:
+        dtype = torch.float32 if parts[0] == "tf32" else torch.bfloat16
+        device = next(iter(timers.values())).device
+        a = torch.randn(n, n, device=device, generator=torch.Generator(device).manual_seed(0)).to(dtype)
+        mats[kind] = (a, torch.empty_like(a) if parts[-1] == "out" else None)
+    a, out = mats[kind]
+    for _ in range(k):
+        if out is None:
+            a @ a
+        else:
+            torch.mm(a, a, out=out)
+    sync()
+
+
+def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict:
+    import torch
+
+    from cuda_agent.evaluate.config import TOUCHES
     from cuda_agent.evaluate.timing import Timer
 
     torch.backends.cuda.matmul.allow_tf32 = True
     dev = torch.device("cuda")
-    timer = Timer(dev)
+    timers = {t: Timer(dev, t) for t in TOUCHES}  # the evaluator's touches
+    timer = timers["bf16"]
     if workload == "gelu":  # about 0.2 ms: tanh-GELU on 32M floats
         xs = [torch.randn(4096, 8192, device=dev) for _ in range(calls)]
 
@@ -55,19 +100,15 @@ def child(workload: str, batches: int, calls: int) -> dict:
         fn = torch.relu
         args = [(x,) for x in xs]
     ring = [[tuple(t.clone() for t in arg) for arg in args] for _ in range(6)]  # 6 more placements
-    spin_a = torch.randn(1024, 1024, device=dev)
+    mats: dict = {}  # the busy work's matrices
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def one(arg, protocol: str) -> float:
+        work, clock, _ = PROTOCOLS[protocol]
         timer.flush()
-        if protocol == "spin":
-            for _ in range(4):
-                spin_a @ spin_a
-            torch.cuda.synchronize()
-        else:
-            timer.touch()
+        busy(work, timers, mats, torch.cuda.synchronize)
         with torch.no_grad():
-            if protocol == "events":
+            if clock == "events":
                 start.record()
                 fn(*arg)
                 end.record()
@@ -78,20 +119,24 @@ def child(workload: str, batches: int, calls: int) -> dict:
             torch.cuda.synchronize()
             return (time.perf_counter() - t0) * 1e3
 
-    for proto in PROTOCOLS:  # warm-up
+    chosen = list(protocols)
+    for proto in chosen:  # warm-up
         for arg in args:
             one(arg, proto)
-    means: dict[str, list[float]] = {k: [] for k in PROTOCOLS}
-    calls_ms: dict[str, list[float]] = {k: [] for k in PROTOCOLS}
+    means: dict[str, list[float]] = {k: [] for k in chosen}
+    calls_ms: dict[str, list[float]] = {k: [] for k in chosen}
     for i in range(batches):  # the protocols interleaved batch by batch, rotating the order
-        for proto in PROTOCOLS[i % 4:] + PROTOCOLS[:i % 4]:
-            ms = [one(arg, proto) for arg in (ring[i % 6] if proto == "ring" else args)]
+        k = i % len(chosen)
+        for proto in chosen[k:] + chosen[:k]:
+            buffers = PROTOCOLS[proto][2]
+            batch = ring[i % 6] if buffers == "ring" else [args[0]] * len(args) if buffers == "one" else args
+            ms = [one(arg, proto) for arg in batch]
             calls_ms[proto].extend(ms)
             means[proto].append(sum(ms) / len(ms))
     with open("/proc/self/stat") as f:
         cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU it last ran on
     return {**{k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}
-               for k in PROTOCOLS}, "cpu": cpu}
+               for k in chosen}, "cpu": cpu}
 
 
 def estimators(xs: list[float]) -> dict[str, float]:
@@ -109,10 +154,14 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=8)
     p.add_argument("--pin", action="store_true", help="run every process on the GPU's NUMA node")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
+    p.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"comma-separated, of {', '.join(PROTOCOLS)}")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    protocols = [x for x in args.protocols.split(",") if x]
+    if unknown := sorted(set(protocols) - set(PROTOCOLS)):
+        p.error(f"--protocols: unknown {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
     if args.child:
-        print(json.dumps(child(args.child, args.batches, args.calls)))
+        print(json.dumps(child(args.child, args.batches, args.calls, protocols)))
         return 0
     from cuda_agent.evaluate.device import gpu_local_cpus
 
@@ -128,13 +177,14 @@ def main() -> int:
         procs = []
         for _ in range(args.procs):
             out = subprocess.run([sys.executable, __file__, "--child", w, "--batches", str(args.batches),
-                                  "--calls", str(args.calls)], capture_output=True, text=True, check=True,
-                                 preexec_fn=pin)
+                                  "--calls", str(args.calls), "--protocols", ",".join(protocols)],
+                                 capture_output=True, text=True, check=True, preexec_fn=pin)
             procs.append(json.loads(out.stdout.splitlines()[-1]))
-        print(f"{w:8} harness medians by process: " + " ".join(
-            f"{statistics.median(r['harness']['means']):.4f}@cpu{r['cpu']}"
+        first = protocols[0]
+        print(f"{w:8} {first} medians by process: " + " ".join(
+            f"{statistics.median(r[first]['means']):.4f}@cpu{r['cpu']}"
             + ("" if not local or r["cpu"] in local else "(far)") for r in procs), flush=True)
-        for proto in PROTOCOLS:
+        for proto in protocols:
             runs = [r[proto] for r in procs]
             ests = [estimators(r["means"]) for r in runs]
             inside = statistics.median((statistics.quantiles(r["means"], n=4)[2] - statistics.quantiles(r["means"], n=4)[0])
