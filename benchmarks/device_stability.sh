@@ -6,8 +6,10 @@
 #      as controls; on a host of several NUMA nodes, again with the processes pinned to the GPU's;
 #   2. stability_probe.py: the evaluator's own calls of the matmul and ReLU solutions, by estimator;
 #   3. the evaluator benchmark's stability step on the three slowest level-1 solutions.
-# Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change).
-#   device run: bash benchmarks/device_stability.sh [--set FIELD=VALUE ...]   (carry .kb)
+# Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change); NOISE=0
+# skips the bare loops. An A/B in one call (builds shared through the probe's cache):
+#   device run: bash benchmarks/device_stability.sh && NOISE=0 bash benchmarks/device_stability.sh --set touch=tf32
+# (carry .kb)
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -15,28 +17,31 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 nodes=$(lscpu | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}')
 echo "NUMA nodes: ${nodes:-unknown}"
 t0=$(date +%s)
+tag=$(printf %s "$*" | tr -c 'A-Za-z0-9_.-' '_')  # the output files of a run with arguments say which
 modes=("")
 [ "${nodes:-1}" -gt 1 ] && modes+=(--pin)
-for mode in "${modes[@]}"; do
+[ "${NOISE:-1}" = 0 ] && modes=()
+export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/stability-cache}"  # the probe's builds and baselines
+for mode in "${modes[@]+"${modes[@]}"}"; do
     log="$OUT/noise${mode:+_pinned}.log"
     timeout 200 python3 benchmarks/timing_noise.py --procs 5 --batches "${BATCHES:-30}" --workloads matmul,relu \
         $mode > "$log" 2>&1
     echo "timing_noise ${mode:-(placed by the OS)}: rc $? at $(( $(date +%s) - t0 )) s"
 done
 timeout 150 python3 benchmarks/stability_probe.py --kernelbench .kb --only 1_Square,19_ReLU "$@" \
-    > "$OUT/probe.log" 2>&1
+    > "$OUT/probe${tag:+_$tag}.log" 2>&1
 echo "stability_probe: rc $? at $(( $(date +%s) - t0 )) s"
 timeout "${LIMIT:-200}" python3 benchmarks/evaluator.py --device cuda --steps stability --solutions benchmarks/solutions \
-    --kernelbench .kb --only 1_Square,19_ReLU,23_Softmax --json "$OUT/stability.json" "$@" > "$OUT/stability.log" 2>&1
+    --kernelbench .kb --only 1_Square,19_ReLU,23_Softmax --json "$OUT/stability${tag:+_$tag}.json" "$@" > "$OUT/stability${tag:+_$tag}.log" 2>&1
 echo "stability step: rc $? at $(( $(date +%s) - t0 )) s"
 echo; echo "== bare loops: between processes, max/min - 1 of the medians (and other estimators)"
-grep -h "^matmul\|^relu" "$OUT"/noise*.log
+grep -h "^matmul\|^relu" "$OUT"/noise*.log 2>/dev/null
 echo; echo "== the evaluator's calls (stability_probe), by estimator"
-grep -A3 "^spread between" "$OUT/probe.log" | tail -3
+grep -A3 "^spread between" "$OUT/probe${tag:+_$tag}.log" | tail -3
 echo; echo "== stability step"
-grep -h "^stability" "$OUT/stability.log"
+grep -h "^stability" "$OUT/stability${tag:+_$tag}.log"
 python3 -c "
 import json, sys
 f = json.load(open(sys.argv[1]))
 print('max/min - 1 of the speedups:', {k: round(v - 1, 4) for k, v in f.get('stability', {}).items()})
-" "$OUT/stability.json" 2>/dev/null
+" "$OUT/stability${tag:+_$tag}.json" 2>/dev/null
