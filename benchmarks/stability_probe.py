@@ -53,7 +53,7 @@ def _capture() -> None:
     def batch(self, items, guarded, check=1.0, runner=None, **kw):
         outcomes, wall = original(self, items, guarded, check, runner, **kw)
         if not guarded and runner is None:
-            CAPTURED.append({"eval": id(self), "t": time.monotonic(), "wall": wall, "placements": self.placements,
+            CAPTURED.append({"eval": id(self), "t": time.monotonic(), "wall": wall,
                              "ms": [m for _, _, m in outcomes.values()]})
         return outcomes, wall
 
@@ -79,7 +79,10 @@ def main() -> int:
     args = p.parse_args()
     sets = config_overrides(p, args.set)
     cache = Path(os.environ.get("CUDA_AGENT_CACHE") or tempfile.mkdtemp(prefix="probe-"))
-    cfg = EvalConfig(device=args.device, policy="kernelbench", cache_dir=cache, **sets)
+    try:
+        cfg = EvalConfig(device=args.device, policy="kernelbench", cache_dir=cache, **sets)
+    except (TypeError, ValueError) as exc:
+        p.error(f"--set: {exc}")
     keys = [k for k in args.only.split(",") if k]
     cands = []
     for sol in sorted(Path(args.solutions).glob("level1/*.py")):
@@ -120,8 +123,7 @@ def main() -> int:
                       f"p5 {pct(calls, .05):.4f} p25 {pct(calls, .25):.4f} med {med:.4f} p75 {pct(calls, .75):.4f} "
                       f"p95 {pct(calls, .95):.4f} ms  >5%: {sum(m > 1.05 * med for m in calls) / len(calls):.1%}  "
                       f"by position: {' '.join(f'{statistics.median(v):.4f}' for _, v in sorted(by_pos.items()))}  "
-                      f"thirds: {' '.join(f'{x:.4f}' for x in thirds)}  placements {CAPTURED[-1]['placements']}",
-                      flush=True)
+                      f"thirds: {' '.join(f'{x:.4f}' for x in thirds)}", flush=True)
             if len(runs) < 2:
                 continue
             spread = {}
