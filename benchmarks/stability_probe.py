@@ -22,7 +22,6 @@ import statistics
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 from cuda_agent.evaluate import EvalConfig, Evaluator, load_candidate
@@ -42,7 +41,7 @@ TF32_MATMUL = textwrap.dedent('''
             return torch.matmul(A, B)
 ''')
 
-CAPTURED: list[dict] = []
+CAPTURED: list[list[float]] = []  # per timed batch of the candidate, each call's milliseconds
 
 
 def _capture() -> None:
@@ -53,8 +52,7 @@ def _capture() -> None:
     def batch(self, items, guarded, check=1.0, runner=None, **kw):
         outcomes, wall = original(self, items, guarded, check, runner, **kw)
         if not guarded and runner is None:
-            CAPTURED.append({"eval": id(self), "t": time.monotonic(), "wall": wall,
-                             "ms": [m for _, _, m in outcomes.values()]})
+            CAPTURED.append([m for _, _, m in outcomes.values()])
         return outcomes, wall
 
     engine._Evaluation._batch = batch
@@ -106,15 +104,15 @@ def main() -> int:
             for _ in range(args.repeat):
                 CAPTURED.clear()
                 r = ev.evaluate(task, cand)
-                calls = [m for b in CAPTURED for m in b["ms"]]
-                means = [sum(b["ms"]) / len(b["ms"]) for b in CAPTURED if b["ms"]]
+                calls = [m for b in CAPTURED for m in b]
+                means = [sum(b) / len(b) for b in CAPTURED if b]
                 if not calls:
                     print("  no timed calls captured:", [x.code.value for x in r.reasons])
                     continue
                 med = statistics.median(calls)
                 by_pos: dict[int, list[float]] = {}
                 for b in CAPTURED:
-                    for i, m in enumerate(b["ms"]):
+                    for i, m in enumerate(b):
                         by_pos.setdefault(i, []).append(m)
                 # calls in time order, in thirds: does the evaluation drift (clock, thermal)?
                 thirds = [statistics.median(calls[i * len(calls) // 3:(i + 1) * len(calls) // 3]) for i in range(3)]

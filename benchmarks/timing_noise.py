@@ -12,11 +12,11 @@ Protocols (each is busy work before the call, a clock, and the buffers the calls
   spin's effect, and is now two bf16 2048x2048 products into a fixed buffer);
 - `events`: the same with CUDA events around the call (what the GPU itself took);
 - `spin`: four TF32 1024x1024 products before the call instead, each into a fresh output (the
-  evaluator's `EvalConfig.touch="tf32"`; with it a 0.4 ms TF32 matmul's median varied 0.3-1.0% between processes, against 0.6-5.4%
-  for `harness`, on one H200 on 2026-12-01); `spin_bf16`, `spin_out` and `touch_tf32` change one
-  thing of it at a time: bf16 instead of TF32; a fixed output buffer; the touch's size (two
-  2048x2048 products) in TF32; `touch_fresh` is the touch's work on random values into fresh
-  outputs;
+  evaluator's `EvalConfig.touch="tf32"`; with it a 0.4 ms TF32 matmul's median varied 0.3-1.0%
+  between processes, against 0.6-5.4% for `harness`, on one H200 on 2026-12-01); `spin_bf16`,
+  `spin_out` and `touch_tf32` change one thing of it at a time: bf16 instead of TF32; a fixed
+  output buffer; the touch's size (two 2048x2048 products) in TF32; `touch_fresh` is the touch's
+  work on random values into fresh outputs;
 - `ring` cycles batch by batch through 6 sets of input buffers allocated at different places, and
   `one` (host clock) and `one_ev` (events) call every call of a batch on the same buffers: is the
   spread between processes a matter of where the buffers lie? (On 2026-12-01: no, all three varied
@@ -119,15 +119,14 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
             torch.cuda.synchronize()
             return (time.perf_counter() - t0) * 1e3
 
-    chosen = list(protocols)
-    for proto in chosen:  # warm-up
+    for proto in protocols:  # warm-up
         for arg in args:
             one(arg, proto)
-    means: dict[str, list[float]] = {k: [] for k in chosen}
-    calls_ms: dict[str, list[float]] = {k: [] for k in chosen}
+    means: dict[str, list[float]] = {k: [] for k in protocols}
+    calls_ms: dict[str, list[float]] = {k: [] for k in protocols}
     for i in range(batches):  # the protocols interleaved batch by batch, rotating the order
-        k = i % len(chosen)
-        for proto in chosen[k:] + chosen[:k]:
+        k = i % len(protocols)
+        for proto in protocols[k:] + protocols[:k]:
             buffers = PROTOCOLS[proto][2]
             batch = ring[i % 6] if buffers == "ring" else [args[0]] * len(args) if buffers == "one" else args
             ms = [one(arg, proto) for arg in batch]
@@ -136,7 +135,7 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
     with open("/proc/self/stat") as f:
         cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU it last ran on
     return {**{k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}
-               for k in chosen}, "cpu": cpu}
+               for k in protocols}, "cpu": cpu}
 
 
 def estimators(xs: list[float]) -> dict[str, float]:
