@@ -7,7 +7,9 @@
 #   2. stability_probe.py: the evaluator's own calls of the matmul and ReLU solutions, by estimator;
 #   3. the evaluator benchmark's stability step on the three slowest level-1 solutions.
 # Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change); NOISE=0
-# skips the bare loops. An A/B in one call (builds shared through the probe's cache):
+# skips the bare loops; PROBE_LIMIT and LIMIT (seconds, 150 and 200) bound the probe and the
+# stability step (with --set baseline_cache=false the probe needs more: eager is timed in every
+# evaluation). An A/B in one call (builds shared through the probe's cache):
 #   device run: bash benchmarks/device_stability.sh && NOISE=0 bash benchmarks/device_stability.sh --set touch=tf32
 # (carry .kb)
 set -uo pipefail
@@ -28,7 +30,7 @@ for mode in "${modes[@]+"${modes[@]}"}"; do
         $mode > "$log" 2>&1
     echo "timing_noise ${mode:-(placed by the OS)}: rc $? at $(( $(date +%s) - t0 )) s"
 done
-timeout 150 python3 benchmarks/stability_probe.py --kernelbench .kb --only 1_Square,19_ReLU "$@" \
+timeout "${PROBE_LIMIT:-150}" python3 benchmarks/stability_probe.py --kernelbench .kb --only 1_Square,19_ReLU "$@" \
     > "$OUT/probe${tag:+_$tag}.log" 2>&1
 echo "stability_probe: rc $? at $(( $(date +%s) - t0 )) s"
 timeout "${LIMIT:-200}" python3 benchmarks/evaluator.py --device cuda --steps stability --solutions benchmarks/solutions \

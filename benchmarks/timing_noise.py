@@ -21,6 +21,11 @@ Protocols (each is busy work before the call, a clock, and the buffers the calls
   `one` (host clock) and `one_ev` (events) call every call of a batch on the same buffers: is the
   spread between processes a matter of where the buffers lie? (On 2026-12-01: no, all three varied
   like `harness`.)
+- `fresh` and `judged` model what the evaluator does between a candidate's timed calls and the bare
+  loop does not: every call's inputs get new random values first, written in this process
+  (`fresh`) or, as the evaluator's judge does, by another process through CUDA IPC (`judged`: a
+  context switch to it and back before each call). (On 2026-12-01 the evaluator's matmul spread
+  5-7% with either touch, where `spin` held the bare loop under 1%.)
 
 Each process's CPU at the end is shown beside its median (`far`: not on the GPU's NUMA node), and
 `--pin` runs every process on the GPU's node (`EvalConfig.pin_cpus` in the evaluator): is the spread
@@ -45,7 +50,22 @@ PROTOCOLS = {
     "spin_out": ("tf32_1024x4_out", "host", "args"), "touch_tf32": ("tf32_2048x2_out", "host", "args"),
     "touch_fresh": ("bf16_2048x2", "host", "args"),
     "ring": ("bf16", "host", "ring"), "one": ("bf16", "host", "one"), "one_ev": ("bf16", "events", "one"),
+    "fresh": ("bf16", "host", "fresh"), "judged": ("bf16", "host", "judged"),
+    "judged_spin": ("tf32", "host", "judged"),
 }
+
+
+def judge(inbox, outbox) -> None:
+    """The other process of `judged`: holds the inputs (shared through CUDA IPC) and, for each index
+    it is sent, writes new random values into that input and waits for the device; None ends it."""
+    import torch
+
+    inputs = inbox.get()
+    while (i := inbox.get()) is not None:
+        inputs[i].normal_()
+        if inputs[i].is_cuda:
+            torch.cuda.synchronize()
+        outbox.put(i)
 
 
 def busy(kind: str, timers: dict, mats: dict, sync) -> None:
@@ -101,10 +121,24 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
         args = [(x,) for x in xs]
     ring = [[tuple(t.clone() for t in arg) for arg in args] for _ in range(6)]  # 6 more placements
     mats: dict = {}  # the busy work's matrices
+    helper = None
+    if any(PROTOCOLS[p][2] == "judged" for p in protocols):
+        import torch.multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        inbox, outbox = ctx.Queue(), ctx.Queue()
+        helper = ctx.Process(target=judge, args=(inbox, outbox), daemon=True)
+        helper.start()
+        inbox.put([arg[0] for arg in args])  # through CUDA IPC: the helper writes this process's buffers
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def one(arg, protocol: str) -> float:
-        work, clock, _ = PROTOCOLS[protocol]
+    def one(i: int, arg, protocol: str) -> float:
+        work, clock, inputs = PROTOCOLS[protocol]
+        if inputs == "fresh":
+            arg[0].normal_()
+        elif inputs == "judged":
+            inbox.put(i)
+            outbox.get()
         timer.flush()
         busy(work, timers, mats, torch.cuda.synchronize)
         with torch.no_grad():
@@ -120,8 +154,8 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
             return (time.perf_counter() - t0) * 1e3
 
     for proto in protocols:  # warm-up
-        for arg in args:
-            one(arg, proto)
+        for i, arg in enumerate(args):
+            one(i, arg, proto)
     means: dict[str, list[float]] = {k: [] for k in protocols}
     calls_ms: dict[str, list[float]] = {k: [] for k in protocols}
     for i in range(batches):  # the protocols interleaved batch by batch, rotating the order
@@ -129,9 +163,12 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
         for proto in protocols[k:] + protocols[:k]:
             buffers = PROTOCOLS[proto][2]
             batch = ring[i % 6] if buffers == "ring" else [args[0]] * len(args) if buffers == "one" else args
-            ms = [one(arg, proto) for arg in batch]
+            ms = [one(j, arg, proto) for j, arg in enumerate(batch)]
             calls_ms[proto].extend(ms)
             means[proto].append(sum(ms) / len(ms))
+    if helper is not None:
+        inbox.put(None)
+        helper.join()
     with open("/proc/self/stat") as f:
         cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU it last ran on
     return {**{k: {"means": means[k], "call_cv": statistics.pstdev(calls_ms[k]) / statistics.mean(calls_ms[k])}

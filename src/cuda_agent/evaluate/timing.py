@@ -95,7 +95,7 @@ class Timer:
         `tf32` (EvalConfig.touch): four TF32 1024x1024 products of random values instead, each into
         a fresh output, as in that bare loop (TF32 forced for the products, `tf32_matmul`), where
         on 2026-12-01 it held the matmul's spread between processes to 0.3-1.0% while the bf16
-        touch let it reach 0.6-5.4%."""
+        touch let it reach 0.6-5.4%; in the evaluator the same day it did not (README)."""
         if self._spin is None:
             return
         if self.touch_kind == "bf16":
