@@ -6,7 +6,7 @@ means) and between processes (max / min of their medians, for several estimators
     python benchmarks/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
         [--protocols harness,spin,...]
 
-Protocols (each is busy work before the call, a clock, and the buffers the calls use):
+Protocols (each is busy work before the call, a clock, and the inputs the calls use):
 - `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock around the
   call and a device-wide synchronize; `touch` was a trivial kernel until this diagnostic showed the
   spin's effect, and is now two bf16 2048x2048 products into a fixed buffer);
@@ -43,7 +43,7 @@ import sys
 import time
 
 WORKLOADS = ("gelu", "matmul", "relu")
-# protocol: (busy work before each call, clock, buffers)
+# protocol: (busy work before each call, clock, inputs: which buffers, refilled by whom)
 PROTOCOLS = {
     "harness": ("bf16", "host", "args"), "events": ("bf16", "events", "args"),
     "spin": ("tf32", "host", "args"), "spin_bf16": ("bf16_1024x4", "host", "args"),
