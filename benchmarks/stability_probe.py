@@ -133,6 +133,8 @@ def main() -> int:
             sp = [x["speedup"] for x in runs]
             spread["speedup (the result's)"] = max(sp) / min(sp) - 1 if min(sp) > 0 else float("inf")
             summary.append((name, spread))
+            print("  spread between its evaluations: " + "  ".join(f"{k} {v:.2%}" for k, v in spread.items()),
+                  flush=True)  # here too: a run cut short by its time limit keeps the tasks done
     print("\nspread between evaluations, max/min - 1, by estimator (over each call / over batch means):")
     for name, spread in summary:
         print(f"  {name}: " + "  ".join(f"{k} {v:.2%}" for k, v in spread.items()))
