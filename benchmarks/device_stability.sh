@@ -9,9 +9,12 @@
 # Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change); NOISE=0
 # skips the bare loops; PROBE_LIMIT and LIMIT (seconds, 150 and 200) bound the probe and the
 # stability step (with --set baseline_cache=false the probe needs more: eager is timed in every
-# evaluation). An A/B in one call (builds shared through the probe's cache):
-#   device run: bash benchmarks/device_stability.sh && NOISE=0 bash benchmarks/device_stability.sh --set touch=tf32
-# (carry .kb)
+# evaluation). AB="FIELD=VALUE ..." makes the probe an A/B in the same time windows (arm B: those
+# fields; the arms' evaluations alternate); PROBE_ONLY picks its tasks (1_Square,19_ReLU); STEP=0
+# skips the stability step. E.g.
+#   device run: NOISE=0 AB=touch=tf32 PROBE_ONLY=1_Square bash benchmarks/device_stability.sh
+# (carry .kb). Calls minutes apart differ more than the A/Bs tried so far (the same code: 0.9% and
+# 6.7%), so compare arms of one call.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -19,7 +22,9 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 nodes=$(lscpu | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}')
 echo "NUMA nodes: ${nodes:-unknown}"
 t0=$(date +%s)
-tag=$(printf %s "$*" | tr -c 'A-Za-z0-9_.-' '_')  # the output files of a run with arguments say which
+tag=$(printf %s "$*${AB:+ ab $AB}" | tr -c 'A-Za-z0-9_.-' '_')  # the output files of a run with arguments say which
+probe_args=(--only "${PROBE_ONLY:-1_Square,19_ReLU}")
+for kv in ${AB:-}; do probe_args+=(--ab "$kv"); done
 modes=("")
 [ "${nodes:-1}" -gt 1 ] && modes+=(--pin)
 [ "${NOISE:-1}" = 0 ] && modes=()
@@ -30,16 +35,20 @@ for mode in "${modes[@]+"${modes[@]}"}"; do
         $mode > "$log" 2>&1
     echo "timing_noise ${mode:-(placed by the OS)}: rc $? at $(( $(date +%s) - t0 )) s"
 done
-timeout "${PROBE_LIMIT:-150}" python3 benchmarks/stability_probe.py --kernelbench .kb --only 1_Square,19_ReLU "$@" \
+timeout "${PROBE_LIMIT:-150}" python3 benchmarks/stability_probe.py --kernelbench .kb "${probe_args[@]}" "$@" \
     > "$OUT/probe${tag:+_$tag}.log" 2>&1
 echo "stability_probe: rc $? at $(( $(date +%s) - t0 )) s"
-timeout "${LIMIT:-200}" python3 benchmarks/evaluator.py --device cuda --steps stability --solutions benchmarks/solutions \
-    --kernelbench .kb --only 1_Square,19_ReLU,23_Softmax --json "$OUT/stability${tag:+_$tag}.json" "$@" > "$OUT/stability${tag:+_$tag}.log" 2>&1
-echo "stability step: rc $? at $(( $(date +%s) - t0 )) s"
+if [ "${STEP:-1}" != 0 ]; then  # arm A's configuration only (the --set fields)
+    timeout "${LIMIT:-200}" python3 benchmarks/evaluator.py --device cuda --steps stability --solutions benchmarks/solutions \
+        --kernelbench .kb --only 1_Square,19_ReLU,23_Softmax --json "$OUT/stability${tag:+_$tag}.json" "$@" \
+        > "$OUT/stability${tag:+_$tag}.log" 2>&1
+    echo "stability step: rc $? at $(( $(date +%s) - t0 )) s"
+fi
 echo; echo "== bare loops: between processes, max/min - 1 of the medians (and other estimators)"
 grep -h "^matmul\|^relu" "$OUT"/noise*.log 2>/dev/null
 echo; echo "== the evaluator's calls (stability_probe), by estimator"
-grep -A3 "^spread between" "$OUT/probe${tag:+_$tag}.log" | tail -3
+grep "^== \|spread between its" "$OUT/probe${tag:+_$tag}.log" | cut -c1-400  # per task: kept if cut short
+[ "${STEP:-1}" = 0 ] && exit 0
 echo; echo "== stability step"
 grep -h "^stability" "$OUT/stability${tag:+_$tag}.log"
 python3 -c "

@@ -55,14 +55,14 @@ def candidates(device: str, solutions: str | None, kernelbench: str | None) -> l
     return out
 
 
-def config_overrides(p: argparse.ArgumentParser, items: list[str]) -> dict:
-    """EvalConfig fields from --set FIELD=VALUE arguments (VALUE as JSON, else a string)."""
+def config_overrides(p: argparse.ArgumentParser, items: list[str], option: str = "--set") -> dict:
+    """EvalConfig fields from `option` FIELD=VALUE arguments (VALUE as JSON, else a string)."""
     fields = {f.name for f in dataclasses.fields(EvalConfig)}
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in fields:
-            p.error(f"--set {item}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
+            p.error(f"{option} {item}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
         try:
             out[name] = json.loads(value)
         except json.JSONDecodeError:

@@ -3,7 +3,7 @@ the [speed] stability target that keeps every timed call's time, which the resul
 batch means.
 
     python benchmarks/stability_probe.py --kernelbench KB [--repeat 5] [--only 1_Square,19_ReLU] [--jobs N]
-        [--set K=V ...]
+        [--set K=V ...] [--ab K=V ...]
 
 For each KernelBench level-1 solution in benchmarks/solutions chosen by --only, and for a
 torch.matmul candidate with TF32 on (is it our cuBLAS call or any TF32 GEMM?), it runs one
@@ -12,11 +12,17 @@ candidate's timed calls, the median of the calls by their position in the batch,
 calls more than 5% above the median. Last, the spread between evaluations (max/min - 1) by
 estimator, over the calls and over the batch means: which estimator a steadier protocol could use,
 and whether the noise is a tail (a few slow calls) or a shift of every call.
+
+--ab K=V compares two configurations in the same time windows: arm A (the --set fields) and arm B
+(A with the --ab fields), each in an Evaluator of its own, their evaluations alternating (A B, then
+B A, ...). The same code measured 0.9% and 6.7% on one H200 in calls minutes apart, so an A/B made
+of separate calls says little.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -63,6 +69,39 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
 
 
+def report(label: str, r, calls: list[float], means: list[float]) -> dict | None:
+    """Print one evaluation's timed calls; its figures for the spread, or None if none was timed."""
+    if not calls:
+        print(f"  {label}no timed calls captured:", [x.code.value for x in r.reasons], flush=True)
+        return None
+    med = statistics.median(calls)
+    by_pos: dict[int, list[float]] = {}
+    for b in CAPTURED:
+        for i, m in enumerate(b):
+            by_pos.setdefault(i, []).append(m)
+    # calls in time order, in thirds: does the evaluation drift (clock, thermal)?
+    thirds = [statistics.median(calls[i * len(calls) // 3:(i + 1) * len(calls) // 3]) for i in range(3)]
+    print(f"  {label}speedup {r.speedup_eager or 0:.4f}  calls {len(calls)} in {len(means)} batches  "
+          f"p5 {pct(calls, .05):.4f} p25 {pct(calls, .25):.4f} med {med:.4f} p75 {pct(calls, .75):.4f} "
+          f"p95 {pct(calls, .95):.4f} ms  >5%: {sum(m > 1.05 * med for m in calls) / len(calls):.1%}  "
+          f"by position: {' '.join(f'{statistics.median(v):.4f}' for _, v in sorted(by_pos.items()))}  "
+          f"thirds: {' '.join(f'{x:.4f}' for x in thirds)}", flush=True)
+    return {"calls": calls, "means": means, "speedup": r.speedup_eager or 0.0}
+
+
+def spread(runs: list[dict]) -> dict[str, float]:
+    """max/min - 1 between evaluations, by estimator over the calls and over the batch means."""
+    out = {}
+    for est, fn in (("median", statistics.median), ("p25", lambda x: pct(x, .25)),
+                    ("p10", lambda x: pct(x, .10)), ("min", min), ("mean", statistics.mean)):
+        for over in ("calls", "means"):
+            v = [fn(x[over]) for x in runs]
+            out[f"{est}/{over}"] = max(v) / min(v) - 1
+    sp = [x["speedup"] for x in runs]
+    out["speedup (the result's)"] = max(sp) / min(sp) - 1 if min(sp) > 0 else float("inf")
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kernelbench", required=True, help="KernelBench's task folders (level1/...)")
@@ -74,13 +113,19 @@ def main() -> int:
     p.add_argument("--no-tf32-matmul", action="store_true", help="skip the torch.matmul TF32 candidate")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="an EvalConfig field, as for evaluator.py")
+    p.add_argument("--ab", action="append", default=[], metavar="FIELD=VALUE",
+                   help="an EvalConfig field of arm B, timed alternately with arm A (the --set fields)")
     args = p.parse_args()
-    sets = config_overrides(p, args.set)
+    sets, ab = config_overrides(p, args.set), config_overrides(p, args.ab, "--ab")
     cache = Path(os.environ.get("CUDA_AGENT_CACHE") or tempfile.mkdtemp(prefix="probe-"))
+    arms = {"": sets} if not ab else {"A": sets, "B": {**sets, **ab}}
     try:
-        cfg = EvalConfig(device=args.device, policy="kernelbench", cache_dir=cache, **sets)
+        cfgs = {arm: EvalConfig(device=args.device, policy="kernelbench", cache_dir=cache, **kw)
+                for arm, kw in arms.items()}
     except (TypeError, ValueError) as exc:
-        p.error(f"--set: {exc}")
+        p.error(f"--set/--ab: {exc}")
+    if ab:
+        print(f"arm A: {sets or 'defaults'}; arm B: {arms['B']}", flush=True)
     keys = [k for k in args.only.split(",") if k]
     cands = []
     for sol in sorted(Path(args.solutions).glob("level1/*.py")):
@@ -95,49 +140,34 @@ def main() -> int:
         p.error(f"--only {args.only}: no solution matches")
     _capture()
     summary = []
-    with Evaluator(cfg, jobs=args.jobs) as ev:
+    with contextlib.ExitStack() as stack:
+        evs = {arm: stack.enter_context(Evaluator(cfg, jobs=args.jobs)) for arm, cfg in cfgs.items()}
         for name, task, cand in cands:
-            first = ev.evaluate(task, cand)
-            print(f"\n== {name}: first {'correct' if first.correct else 'NOT correct'} "
-                  f"{[r.code.value for r in first.reasons]}", flush=True)
-            runs = []
-            for _ in range(args.repeat):
-                CAPTURED.clear()
-                r = ev.evaluate(task, cand)
-                calls = [m for b in CAPTURED for m in b]
-                means = [sum(b) / len(b) for b in CAPTURED if b]
-                if not calls:
-                    print("  no timed calls captured:", [x.code.value for x in r.reasons])
+            for arm, ev in evs.items():  # fills the caches (builds, baselines)
+                first = ev.evaluate(task, cand)
+                print(f"\n== {name}{f' (arm {arm})' if arm else ''}: first "
+                      f"{'correct' if first.correct else 'NOT correct'} {[r.code.value for r in first.reasons]}",
+                      flush=True)
+            runs: dict[str, list[dict]] = {arm: [] for arm in evs}
+            order = list(evs)
+            for i in range(args.repeat):
+                for arm in order if i % 2 == 0 else order[::-1]:  # A B, B A, ...: no arm always first
+                    CAPTURED.clear()
+                    r = evs[arm].evaluate(task, cand)
+                    run = report(f"{arm} " if arm else "", r, [m for b in CAPTURED for m in b],
+                                 [sum(b) / len(b) for b in CAPTURED if b])
+                    if run is not None:
+                        runs[arm].append(run)
+            for arm, arm_runs in runs.items():
+                if len(arm_runs) < 2:
                     continue
-                med = statistics.median(calls)
-                by_pos: dict[int, list[float]] = {}
-                for b in CAPTURED:
-                    for i, m in enumerate(b):
-                        by_pos.setdefault(i, []).append(m)
-                # calls in time order, in thirds: does the evaluation drift (clock, thermal)?
-                thirds = [statistics.median(calls[i * len(calls) // 3:(i + 1) * len(calls) // 3]) for i in range(3)]
-                runs.append({"calls": calls, "means": means, "speedup": r.speedup_eager or 0.0})
-                print(f"  speedup {r.speedup_eager or 0:.4f}  calls {len(calls)} in {len(means)} batches  "
-                      f"p5 {pct(calls, .05):.4f} p25 {pct(calls, .25):.4f} med {med:.4f} p75 {pct(calls, .75):.4f} "
-                      f"p95 {pct(calls, .95):.4f} ms  >5%: {sum(m > 1.05 * med for m in calls) / len(calls):.1%}  "
-                      f"by position: {' '.join(f'{statistics.median(v):.4f}' for _, v in sorted(by_pos.items()))}  "
-                      f"thirds: {' '.join(f'{x:.4f}' for x in thirds)}", flush=True)
-            if len(runs) < 2:
-                continue
-            spread = {}
-            for est, fn in (("median", statistics.median), ("p25", lambda x: pct(x, .25)),
-                            ("p10", lambda x: pct(x, .10)), ("min", min), ("mean", statistics.mean)):
-                for over in ("calls", "means"):
-                    v = [fn(x[over]) for x in runs]
-                    spread[f"{est}/{over}"] = max(v) / min(v) - 1
-            sp = [x["speedup"] for x in runs]
-            spread["speedup (the result's)"] = max(sp) / min(sp) - 1 if min(sp) > 0 else float("inf")
-            summary.append((name, spread))
-            print("  spread between its evaluations: " + "  ".join(f"{k} {v:.2%}" for k, v in spread.items()),
-                  flush=True)  # here too: a run cut short by its time limit keeps the tasks done
+                summary.append((f"{name}{f' {arm}' if arm else ''}", spread(arm_runs)))
+                # printed here too: a run cut short by its time limit keeps the tasks it finished
+                print(f"  spread between its evaluations{f' (arm {arm})' if arm else ''}: "
+                      + "  ".join(f"{k} {v:.2%}" for k, v in summary[-1][1].items()), flush=True)
     print("\nspread between evaluations, max/min - 1, by estimator (over each call / over batch means):")
-    for name, spread in summary:
-        print(f"  {name}: " + "  ".join(f"{k} {v:.2%}" for k, v in spread.items()))
+    for name, sp in summary:
+        print(f"  {name}: " + "  ".join(f"{k} {v:.2%}" for k, v in sp.items()))
     return 0
 
 
