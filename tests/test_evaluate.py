@@ -583,12 +583,8 @@ def test_tf32_matmul_puts_back_whatever_the_process_set(setting):
     script = f"""
 import json, torch
 from cuda_agent.evaluate.timing import tf32_matmul
+from cuda_agent.evaluate.worker import _read_switch as read
 {setting}
-def read(get):
-    try:
-        return get()
-    except RuntimeError:
-        return "refused"
 def state():
     m = torch.backends.cuda.matmul
     return [read(lambda: m.allow_tf32), m.fp32_precision, torch.backends.fp32_precision,

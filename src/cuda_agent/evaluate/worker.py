@@ -173,7 +173,7 @@ class Judge:
         return {"reusable": not why, "why": why[:8]}
 
     def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
-                  shm_dir: str, touch: str = "bf16") -> dict[str, Any]:
+                  shm_dir: str, touch: str) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate.device import device_info
@@ -479,7 +479,7 @@ class Runner:
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
-                 ipc_segments: bool = True, touch: str = "bf16") -> dict[str, Any]:
+                 touch: str, ipc_segments: bool = True) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard
@@ -721,7 +721,7 @@ def _warm_cuda(lock: str | None, full: bool = False) -> None:
         torch.cuda.synchronize()
 
 
-def _timer(device: Any, touch: str = "bf16") -> Any:
+def _timer(device: Any, touch: str) -> Any:
     """A Timer for `device` with `touch`: the one this process warmed as a spare, if it is that,
     else a new one."""
     global _warm_timer
