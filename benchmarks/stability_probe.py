@@ -69,8 +69,11 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
 
 
-def report(label: str, r, calls: list[float], means: list[float]) -> dict | None:
-    """Print one evaluation's timed calls; its figures for the spread, or None if none was timed."""
+def report(label: str, r) -> dict | None:
+    """Print the timed calls of one evaluation (as CAPTURED holds them); its figures for the
+    spread, or None if none was timed."""
+    calls = [m for b in CAPTURED for m in b]
+    means = [sum(b) / len(b) for b in CAPTURED if b]
     if not calls:
         print(f"  {label}no timed calls captured:", [x.code.value for x in r.reasons], flush=True)
         return None
@@ -100,6 +103,10 @@ def spread(runs: list[dict]) -> dict[str, float]:
     sp = [x["speedup"] for x in runs]
     out["speedup (the result's)"] = max(sp) / min(sp) - 1 if min(sp) > 0 else float("inf")
     return out
+
+
+def shown(spreads: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.2%}" for k, v in spreads.items())
 
 
 def main() -> int:
@@ -154,8 +161,7 @@ def main() -> int:
                 for arm in order if i % 2 == 0 else order[::-1]:  # A B, B A, ...: no arm always first
                     CAPTURED.clear()
                     r = evs[arm].evaluate(task, cand)
-                    run = report(f"{arm} " if arm else "", r, [m for b in CAPTURED for m in b],
-                                 [sum(b) / len(b) for b in CAPTURED if b])
+                    run = report(f"{arm} " if arm else "", r)
                     if run is not None:
                         runs[arm].append(run)
             for arm, arm_runs in runs.items():
@@ -163,11 +169,11 @@ def main() -> int:
                     continue
                 summary.append((f"{name}{f' {arm}' if arm else ''}", spread(arm_runs)))
                 # printed here too: a run cut short by its time limit keeps the tasks it finished
-                print(f"  spread between its evaluations{f' (arm {arm})' if arm else ''}: "
-                      + "  ".join(f"{k} {v:.2%}" for k, v in summary[-1][1].items()), flush=True)
+                print(f"  spread between its evaluations{f' (arm {arm})' if arm else ''}: {shown(summary[-1][1])}",
+                      flush=True)
     print("\nspread between evaluations, max/min - 1, by estimator (over each call / over batch means):")
     for name, sp in summary:
-        print(f"  {name}: " + "  ".join(f"{k} {v:.2%}" for k, v in sp.items()))
+        print(f"  {name}: {shown(sp)}")
     return 0
 
 
