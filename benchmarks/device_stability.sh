@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the [speed] stability target (nvidia-h200 will do), shortest
 # summary last:
-#   1. timing_noise.py on bare loops: which busy work before a call makes a 0.4 ms TF32 matmul steady
-#      between processes (dtype, size, fixed or fresh output), and the clocks and buffers' placement
-#      as controls; on a host of several NUMA nodes, again with the processes pinned to the GPU's;
+#   1. timing_noise.py on bare loops: with --epochs, whether a process's level follows its buffers'
+#      placement or the GPU's state at the time, with the clocks and NVML's slowdown reasons (EPOCHS,
+#      default 5, 0 skips it; GAP_MS, default 2: idle after each call); then which busy work before a
+#      call makes a 0.4 ms TF32 matmul steady between processes (dtype, size, fixed or fresh output),
+#      and the clocks and buffers' placement as controls; on a host of several NUMA nodes, again with
+#      the processes pinned to the GPU's;
 #   2. stability_probe.py: the evaluator's own calls of the matmul and ReLU solutions, by estimator;
 #   3. the evaluator benchmark's stability step on the three slowest level-1 solutions.
 # Extra arguments go to the last two (e.g. --set FIELD=VALUE to try an EvalConfig change); NOISE=0
@@ -29,6 +32,11 @@ modes=("")
 [ "${nodes:-1}" -gt 1 ] && modes+=(--pin)
 [ "${NOISE:-1}" = 0 ] && modes=()
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/stability-cache}"  # the probe's builds and baselines
+if [ "${NOISE:-1}" != 0 ] && [ "${EPOCHS:-5}" != 0 ]; then  # what a process's level follows (GPU state)
+    timeout 200 python3 benchmarks/timing_noise.py --procs 5 --epochs "${EPOCHS:-5}" --batches 20 --gap-ms "${GAP_MS:-2}" \
+        --workloads matmul,relu > "$OUT/epochs.log" 2>&1
+    echo "timing_noise --epochs: rc $? at $(( $(date +%s) - t0 )) s"
+fi
 for mode in "${modes[@]+"${modes[@]}"}"; do
     log="$OUT/noise${mode:+_pinned}.log"
     timeout 200 python3 benchmarks/timing_noise.py --procs 5 --batches "${BATCHES:-30}" --workloads matmul,relu \
@@ -46,6 +54,7 @@ if [ "${STEP:-1}" != 0 ]; then  # arm A's configuration only (the --set fields)
 fi
 echo; echo "== bare loops: between processes, max/min - 1 of the medians (and other estimators)"
 grep -h "^matmul\|^relu" "$OUT"/noise*.log 2>/dev/null
+grep -h "epochs, max/min" "$OUT/epochs.log" 2>/dev/null
 echo; echo "== the evaluator's calls (stability_probe), by estimator"
 grep "^== \|spread between its" "$OUT/probe${tag:+_$tag}.log" | cut -c1-400  # per task: kept if cut short
 [ "${STEP:-1}" = 0 ] && exit 0

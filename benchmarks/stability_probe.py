@@ -11,7 +11,9 @@ evaluation to fill the caches, then --repeat more, and prints per evaluation the
 candidate's timed calls, the median of the calls by their position in the batch, and the share of
 calls more than 5% above the median. Last, the spread between evaluations (max/min - 1) by
 estimator, over the calls and over the batch means: which estimator a steadier protocol could use,
-and whether the noise is a tail (a few slow calls) or a shift of every call.
+and whether the noise is a tail (a few slow calls) or a shift of every call. On a GPU with
+nvidia-ml-py, each evaluation's line is followed by the GPU's clock, power and the share of the time
+NVML counted its clocks slowed, by reason (power cap, thermal, ...).
 
 --ab K=V compares two configurations in the same time windows: arm A (the --set fields) and arm B
 (A with the --ab fields), each in an Evaluator of its own, their evaluations alternating (A B, then
@@ -34,6 +36,7 @@ from cuda_agent.evaluate import EvalConfig, Evaluator, load_candidate
 from cuda_agent.evaluate import engine
 from cuda_agent.tasks import load_task
 from evaluator import config_overrides  # benchmarks/evaluator.py, beside this script
+from timing_noise import Nvml  # beside it too
 
 TF32_MATMUL = textwrap.dedent('''
     import torch
@@ -67,6 +70,16 @@ def _capture() -> None:
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
+
+
+def gpu_line(nvml) -> str:
+    """The GPU's clock, power, temperature and reasons for slowing its clocks since the last call
+    (NVML), or nothing without it."""
+    if nvml is None:
+        return ""
+    g = nvml.span()
+    return (f"  GPU: SM MHz mean {g['mhz_mean']:.0f} min {g['mhz_min']}, {g['watts']:.0f} W, {g['temp']} C"
+            + "".join(f", {r} {v:.0%} of the time" for r, v in g["slowed"].items()))
 
 
 def report(label: str, r) -> dict | None:
@@ -147,6 +160,14 @@ def main() -> int:
         p.error(f"--only {args.only}: no solution matches")
     _capture()
     summary = []
+    nvml = None
+    if args.device == "cuda":
+        try:
+            import torch
+
+            nvml = Nvml(torch.device("cuda"))
+        except Exception as exc:  # nvidia-ml-py missing, or no NVML: the timings without the clocks
+            print(f"(no GPU clocks: {exc})", flush=True)
     with contextlib.ExitStack() as stack:
         evs = {arm: stack.enter_context(Evaluator(cfg, jobs=args.jobs)) for arm, cfg in cfgs.items()}
         for name, task, cand in cands:
@@ -160,8 +181,11 @@ def main() -> int:
             for i in range(args.repeat):
                 for arm in order if i % 2 == 0 else order[::-1]:  # A B, B A, ...: no arm always first
                     CAPTURED.clear()
+                    gpu_line(nvml)  # the span starts here
                     r = evs[arm].evaluate(task, cand)
                     run = report(f"{arm} " if arm else "", r)
+                    if nvml is not None:
+                        print(gpu_line(nvml), flush=True)
                     if run is not None:
                         runs[arm].append(run)
             for arm, arm_runs in runs.items():
@@ -171,6 +195,8 @@ def main() -> int:
                 # printed here too: a run cut short by its time limit keeps the tasks it finished
                 print(f"  spread between its evaluations{f' (arm {arm})' if arm else ''}: {shown(summary[-1][1])}",
                       flush=True)
+    if nvml is not None:
+        nvml.close()
     print("\nspread between evaluations, max/min - 1, by estimator (over each call / over batch means):")
     for name, sp in summary:
         print(f"  {name}: {shown(sp)}")

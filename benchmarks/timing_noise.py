@@ -4,7 +4,7 @@ evaluations would), printing per protocol the spread inside one process (IQR / m
 means) and between processes (max / min of their medians, for several estimators).
 
     python benchmarks/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
-        [--protocols harness,spin,...]
+        [--protocols harness,spin,...] [--epochs E]
 
 Protocols (each is busy work before the call, a clock, and the inputs the calls use):
 - `harness` is the evaluator's (`worker.timed_call`: L2 flush, `Timer.touch`, host clock around the
@@ -26,6 +26,21 @@ Protocols (each is busy work before the call, a clock, and the inputs the calls 
   (`fresh`) or, as the evaluator's judge does, by another process through CUDA IPC (`judged`: a
   context switch to it and back before each call). (On 2026-12-01 the evaluator's matmul spread
   5-7% with either touch, where `spin` held the bare loop under 1%.)
+
+`--epochs E` asks instead what a process's level follows: each process times, batch by batch
+alternately, the inputs it made first (`first`) and a set made anew for each of E epochs (`new`:
+fresh device memory, the earlier sets kept; `--pad-gb G` takes G GiB more before each set), with
+the harness's protocol, by the host clock and by CUDA events. Per epoch it also reports the SM
+clock (NVML, and a cupy kernel counting clock64 cycles over globaltimer), power, temperature and
+the share of the time NVML counted the clocks slowed, by reason; per process, the kernels one call
+runs (torch's profiler). `--gap-ms G` leaves the GPU idle G ms after each call, a duty cycle nearer
+the evaluator's. (On 2026-12-01, one H200: back to back, the matmul drew up to 690 W with NVML's
+software power cap engaged and the clock at 1650-1950 MHz; with 2 ms gaps, 240 W at 1980 MHz by
+both clocks and no reason counted, yet epochs still moved 3.7-4.9% inside a process. In every
+process the same cuBLAS kernel ran, and by events a process sat at about 0.375 or about 0.415 ms,
+steady within 0.2% for seconds; one switched from the first level to the second mid-run with
+`first` and `new` together, 7 GiB apart. So the level is the GPU's state at the time: not the
+process, not where the buffers lie, not the SM clock, not the host.)
 
 Each process's CPU at the end is shown beside its median (`far`: not on the GPU's NUMA node), and
 `--pin` runs every process on the GPU's node (`EvalConfig.pin_cpus` in the evaluator): is the spread
@@ -94,6 +109,180 @@ def busy(kind: str, timers: dict, mats: dict, sync) -> None:
     sync()
 
 
+def make_inputs(workload: str, calls: int, dev) -> tuple:
+    """The workload's function and `calls` argument tuples on `dev`, each in memory of its own."""
+    import torch
+
+    if workload == "gelu":  # about 0.2 ms: tanh-GELU on 32M floats
+        def fn(x):
+            return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))
+        return fn, [(torch.randn(4096, 8192, device=dev),) for _ in range(calls)]
+    if workload == "matmul":  # about 0.4 ms with TF32
+        b = torch.randn(4096, 4096, device=dev)
+        return torch.matmul, [(torch.randn(4096, 4096, device=dev), b) for _ in range(calls)]
+    return torch.relu, [(torch.randn(16384, 16384, device=dev),) for _ in range(calls)]  # about 0.5 ms
+
+
+class Nvml:
+    """The GPU's side of an epoch (`--epochs`), from NVML (nvidia-ml-py; present on the GPU machine):
+    its SM clock sampled every 5 ms by a thread, and the time NVML counts against each reason for
+    slowing the clocks (power cap, thermal, power brake, ...). `span()` returns them since the last
+    call."""
+
+    REASONS = ("SW_POWER_CAP", "HW_THERM_SLOWDOWN", "SW_THERM_SLOWDOWN", "HW_POWER_BRAKE_SLOWDOWN", "SYNC_BOOST")
+
+    def __init__(self, dev) -> None:
+        import threading
+
+        import pynvml
+        import torch
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        try:
+            self.h = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(dev).uuid}")
+        except pynvml.NVMLError:  # NVML's first device then: right on a machine of one GPU
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.fields = [getattr(pynvml, f"NVML_FI_DEV_CLOCKS_EVENT_REASON_{r}") for r in self.REASONS]
+        self.samples: list[tuple[int, int]] = []  # (SM MHz, mW)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        self.last = self._counters()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.005):
+            self.samples.append((self.nv.nvmlDeviceGetClockInfo(self.h, self.nv.NVML_CLOCK_SM),
+                                 self.nv.nvmlDeviceGetPowerUsage(self.h)))
+
+    def _counters(self) -> tuple[float, list[int]]:
+        vals = self.nv.nvmlDeviceGetFieldValues(self.h, self.fields)
+        return time.perf_counter(), [v.value.ullVal if v.nvmlReturn == 0 else 0 for v in vals]
+
+    def span(self) -> dict:
+        t, now = self._counters()
+        t0, before = self.last
+        self.last = (t, now)
+        samples, self.samples = self.samples, []
+        mhz = [m for m, _ in samples] or [0]
+        watts = statistics.mean(w for _, w in samples) / 1e3 if samples else 0.0
+        return {"mhz_mean": statistics.mean(mhz), "mhz_min": min(mhz), "watts": watts,
+                "temp": self.nv.nvmlDeviceGetTemperature(self.h, self.nv.NVML_TEMPERATURE_GPU),
+                # counters in ns; a share over 100% is the counters' granularity
+                "slowed": {r: (b - a) / 1e9 / (t - t0) for r, a, b in zip(self.REASONS, before, now) if b > a}}
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+CLOCK_KERNEL = r"""
+extern "C" __global__ void clk(long long* out, long long spin) {
+    long long g0, g1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    long long t0 = clock64(), t1 = t0;
+    while (t1 - t0 < spin) t1 = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+    out[0] = t1 - t0;
+    out[1] = g1 - g0;
+}
+"""
+
+
+def sm_clock():
+    """A function that returns the SM clock in MHz as one thread counts it, not as NVML reports it:
+    clock64 cycles over globaltimer nanoseconds while spinning 2M cycles (about 1 ms, as the timer
+    may tick by the microsecond). None without cupy."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    import torch
+
+    kernel = cupy.RawKernel(CLOCK_KERNEL, "clk")
+    out = torch.zeros(2, dtype=torch.int64, device="cuda")
+    ptr = cupy.asarray(out)
+
+    def measure() -> float:
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            kernel((1,), (1,), (ptr, cupy.int64(2_000_000)))
+        cycles, ns = out.tolist()
+        return cycles / ns * 1e3
+    return measure
+
+
+def kernels(fn, arg) -> list[str]:
+    """The names of the GPU kernels one call runs (torch's profiler): does a process that times
+    slower run another kernel?"""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*arg)
+        torch.cuda.synchronize()
+    return sorted({e.key[:90] for e in prof.key_averages() if e.device_type.name == "CUDA"})
+
+
+def epochs_child(workload: str, epochs: int, batches: int, calls: int, gap_ms: float = 0.0,
+                 pad_gb: float = 0.0) -> dict:
+    """`--epochs`: per epoch, the medians of the batch means on the process's first inputs and on
+    inputs made for that epoch, their batches alternating; the median call of both by CUDA events;
+    the GPU's clocks and state (`Nvml`, `sm_clock`)."""
+    import torch
+
+    from cuda_agent.evaluate.timing import Timer
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    dev = torch.device("cuda")
+    timer = Timer(dev, "bf16")
+    fn, first = make_inputs(workload, calls, dev)
+    kept = []  # every epoch's inputs stay allocated: the next epoch's come from new memory
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    events: list[float] = []  # the same calls as CUDA events time them: the GPU's side alone
+
+    def batch(args) -> float:
+        ms = []
+        for arg in args:
+            timer.flush()
+            timer.touch()
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                start.record()
+                fn(*arg)
+                end.record()
+                torch.cuda.synchronize()
+                ms.append((time.perf_counter() - t0) * 1e3)
+                events.append(start.elapsed_time(end))
+            time.sleep(gap_ms / 1e3)  # the GPU idle a while, as between an evaluation's timed calls
+        return sum(ms) / len(ms)
+
+    batch(first)  # warm-up
+    out: dict[str, list] = {"first": [], "new": [], "gpu": [], "clock": [], "events": [],
+                            "kernels": kernels(fn, first[0])}
+    nvml = Nvml(dev)
+    clock = sm_clock()
+    for _ in range(epochs):
+        if pad_gb:  # device memory taken (and kept) first: the epoch's inputs lie elsewhere still
+            kept.append(torch.empty(int(pad_gb * 2**30), dtype=torch.uint8, device=dev))
+        kept.append(make_inputs(workload, calls, dev)[1])
+        batch(kept[-1])
+        means: dict[str, list[float]] = {"first": [], "new": []}
+        mhz = []
+        events.clear()
+        for i in range(batches):
+            for k in (("first", "new") if i % 2 == 0 else ("new", "first")):
+                means[k].append(batch(first if k == "first" else kept[-1]))
+            if clock is not None:
+                mhz.append(clock())
+        out["clock"].append(statistics.median(mhz) if mhz else 0.0)
+        out["events"].append(statistics.median(events))
+        for k, v in means.items():
+            out[k].append(statistics.median(v))
+        out["gpu"].append(nvml.span())
+    nvml.close()
+    return out
+
+
 def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict:
     import torch
 
@@ -104,21 +293,7 @@ def child(workload: str, batches: int, calls: int, protocols: list[str]) -> dict
     dev = torch.device("cuda")
     timers = {t: Timer(dev, t) for t in TOUCHES}  # the evaluator's touches
     timer = timers["bf16"]
-    if workload == "gelu":  # about 0.2 ms: tanh-GELU on 32M floats
-        xs = [torch.randn(4096, 8192, device=dev) for _ in range(calls)]
-
-        def fn(x):
-            return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))
-        args = [(x,) for x in xs]
-    elif workload == "matmul":  # about 0.4 ms with TF32
-        a = [torch.randn(4096, 4096, device=dev) for _ in range(calls)]
-        b = torch.randn(4096, 4096, device=dev)
-        fn = torch.matmul
-        args = [(x, b) for x in a]
-    else:  # about 3 ms: relu over 1.6G floats... scaled down to 0.8 ms
-        xs = [torch.randn(16384, 16384, device=dev) for _ in range(calls)]
-        fn = torch.relu
-        args = [(x,) for x in xs]
+    fn, args = make_inputs(workload, calls, dev)
     ring = [[tuple(t.clone() for t in arg) for arg in args] for _ in range(6)]  # 6 more placements
     mats: dict = {}  # the busy work's matrices
     helper = None
@@ -183,6 +358,31 @@ def estimators(xs: list[float]) -> dict[str, float]:
             "min": s[0]}
 
 
+def show_epochs(w: str, n: int, r: dict) -> None:
+    """One process of `--epochs`: its epochs' medians, kernels, and the GPU's clocks and state."""
+    def row(xs, fmt=".4f"):
+        return " ".join(f"{x:{fmt}}" for x in xs)
+    print(f"{w:8} process {n}: first {row(r['first'])} | new {row(r['new'])}", flush=True)
+    print(f"{w:8}   kernels: {r['kernels']}")
+    print(f"{w:8}   both, by CUDA events (median call): {row(r['events'])}")
+    print(f"{w:8}   SM MHz by clock64/globaltimer: {row(r['clock'], '.0f')}")
+    print(f"{w:8}   SM MHz mean/min, W, C, share of time slowed by reason: " + "  ".join(
+        f"{g['mhz_mean']:.0f}/{g['mhz_min']}, {g['watts']:.0f}, {g['temp']}"
+        + "".join(f", {k} {v:.0%}" for k, v in g["slowed"].items()) for g in r["gpu"]), flush=True)
+
+
+def show_epochs_spread(w: str, procs: list[dict]) -> None:
+    """max/min - 1 of the epochs inside each process (the median over processes), and of the
+    processes' medians."""
+    def rel(xs):
+        return max(xs) / min(xs) - 1
+    inside = {k: statistics.median(rel(r[k]) for r in procs) for k in ("first", "new", "events")}
+    between = {k: rel([statistics.median(r[k]) for r in procs]) for k in ("first", "new", "events")}
+    print(f"{w:8} epochs, max/min - 1: inside a process (median over processes) "
+          + " ".join(f"{k} {v:.2%}" for k, v in inside.items()) + "; between processes (their medians) "
+          + " ".join(f"{k} {v:.2%}" for k, v in between.items()), flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--procs", type=int, default=5)
@@ -191,11 +391,20 @@ def main() -> int:
     p.add_argument("--pin", action="store_true", help="run every process on the GPU's NUMA node")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     p.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"comma-separated, of {', '.join(PROTOCOLS)}")
+    p.add_argument("--epochs", type=int, default=0,
+                   help="instead of the protocols: E epochs of new inputs per process against its first inputs")
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="with --epochs: the GPU left idle this long after each call (a lower duty cycle)")
+    p.add_argument("--pad-gb", type=float, default=0.0,
+                   help="with --epochs: this many GiB of device memory taken before each epoch's inputs")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     protocols = [x for x in args.protocols.split(",") if x]
     if unknown := sorted(set(protocols) - set(PROTOCOLS)):
         p.error(f"--protocols: unknown {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
+    if args.child and args.epochs:
+        print(json.dumps(epochs_child(args.child, args.epochs, args.batches, args.calls, args.gap_ms, args.pad_gb)))
+        return 0
     if args.child:
         print(json.dumps(child(args.child, args.batches, args.calls, protocols)))
         return 0
@@ -205,7 +414,8 @@ def main() -> int:
     print(f"GPU's NUMA node: CPUs {sorted(local) if local else 'unknown'}; "
           f"processes {'pinned to it' if args.pin and local else 'placed by the OS'}")
     pin = (lambda: os.sched_setaffinity(0, local)) if args.pin and local else None
-    print(f"{'workload':8} {'protocol':8} {'ms':>7} {'callCV':>7} {'IQR/med':>8}  between processes (max/min - 1):")
+    if not args.epochs:
+        print(f"{'workload':8} {'protocol':8} {'ms':>7} {'callCV':>7} {'IQR/med':>8}  between processes (max/min - 1):")
     chosen = [w for w in args.workloads.split(",") if w]
     if unknown := sorted(set(chosen) - set(WORKLOADS)):
         p.error(f"--workloads: unknown {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
@@ -213,9 +423,16 @@ def main() -> int:
         procs = []
         for _ in range(args.procs):
             out = subprocess.run([sys.executable, __file__, "--child", w, "--batches", str(args.batches),
-                                  "--calls", str(args.calls), "--protocols", ",".join(protocols)],
+                                  "--calls", str(args.calls), "--protocols", ",".join(protocols),
+                                  "--epochs", str(args.epochs), "--gap-ms", str(args.gap_ms),
+                                  "--pad-gb", str(args.pad_gb)],
                                  capture_output=True, text=True, check=True, preexec_fn=pin)
             procs.append(json.loads(out.stdout.splitlines()[-1]))
+            if args.epochs:
+                show_epochs(w, len(procs), procs[-1])
+        if args.epochs:
+            show_epochs_spread(w, procs)
+            continue
         first = protocols[0]
         print(f"{w:8} {first} medians by process: " + " ".join(
             f"{statistics.median(r[first]['means']):.4f}@cpu{r['cpu']}"
