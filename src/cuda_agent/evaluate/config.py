@@ -72,10 +72,10 @@ class EvalConfig:
     touch: str = "bf16"
     """The busy work right before each timed call, in every process that times (`Timer.touch`):
     `bf16`, two bf16 2048x2048 products whose cost no precision setting changes; or `tf32`, four
-    TF32 1024x1024 products, which held a 0.4 ms TF32 matmul steadier between processes in a bare
-    loop on an H200 (benchmarks/timing_noise.py, `spin`) but not in the evaluator (7.1% and 2.7%
-    against 6.7% and 5.1% with bf16, 2026-12-01; README). Part of the protocol that cached
-    baselines are keyed by."""
+    TF32 1024x1024 products, which once held a 0.4 ms TF32 matmul steadier between processes in a
+    bare loop on an H200 (benchmarks/timing_noise.py, `spin`), but not in later runs nor in the
+    evaluator (2.7-7.1% against 5.1-6.7% with bf16, 2026-12-01; README). Part of the protocol that
+    cached baselines are keyed by."""
     timed_check_fraction: float = 0.25
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
     each command (every timed call gets fresh inputs either way). 1.0 checks them all."""
