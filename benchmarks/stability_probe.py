@@ -163,9 +163,7 @@ def main() -> int:
     nvml = None
     if args.device == "cuda":
         try:
-            import torch
-
-            nvml = Nvml(torch.device("cuda"))
+            nvml = Nvml()  # by CUDA_VISIBLE_DEVICES: this process starts no CUDA context of its own
         except Exception as exc:  # nvidia-ml-py missing, or no NVML: the timings without the clocks
             print(f"(no GPU clocks: {exc})", flush=True)
     with contextlib.ExitStack() as stack:

@@ -131,18 +131,26 @@ class Nvml:
 
     REASONS = ("SW_POWER_CAP", "HW_THERM_SLOWDOWN", "SW_THERM_SLOWDOWN", "HW_POWER_BRAKE_SLOWDOWN", "SYNC_BOOST")
 
-    def __init__(self, dev) -> None:
+    def __init__(self, dev=None) -> None:
+        """`dev`: a torch device of this process; None (a process that should not start CUDA):
+        the first GPU of CUDA_VISIBLE_DEVICES, by NVML's index or UUID."""
         import threading
 
         import pynvml
-        import torch
 
         self.nv = pynvml
         pynvml.nvmlInit()
-        try:
-            self.h = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(dev).uuid}")
-        except pynvml.NVMLError:  # NVML's first device then: right on a machine of one GPU
-            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        if dev is not None:
+            import torch
+
+            try:
+                self.h = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(dev).uuid}")
+            except pynvml.NVMLError:  # NVML's first device then: right on a machine of one GPU
+                self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        else:
+            first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+            self.h = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(first))
         self.fields = [getattr(pynvml, f"NVML_FI_DEV_CLOCKS_EVENT_REASON_{r}") for r in self.REASONS]
         self.samples: list[tuple[int, int]] = []  # (SM MHz, mW)
         self.stop = threading.Event()
