@@ -179,7 +179,8 @@ def main() -> int:
             for i in range(args.repeat):
                 for arm in order if i % 2 == 0 else order[::-1]:  # A B, B A, ...: no arm always first
                     CAPTURED.clear()
-                    gpu_line(nvml)  # the span starts here
+                    if nvml is not None:
+                        nvml.span()  # the evaluation's span starts here
                     r = evs[arm].evaluate(task, cand)
                     run = report(f"{arm} " if arm else "", r)
                     if nvml is not None:

@@ -124,10 +124,10 @@ def make_inputs(workload: str, calls: int, dev) -> tuple:
 
 
 class Nvml:
-    """The GPU's side of an epoch (`--epochs`), from NVML (nvidia-ml-py; present on the GPU machine):
-    its SM clock sampled every 5 ms by a thread, and the time NVML counts against each reason for
-    slowing the clocks (power cap, thermal, power brake, ...). `span()` returns them since the last
-    call."""
+    """The GPU's side of an epoch (`--epochs`) or of an evaluation (stability_probe.py), from NVML
+    (nvidia-ml-py; present on the GPU machine): its SM clock sampled every 5 ms by a thread, and the
+    time NVML counts against each reason for slowing the clocks (power cap, thermal, power brake,
+    ...). `span()` returns them since the last call."""
 
     REASONS = ("SW_POWER_CAP", "HW_THERM_SLOWDOWN", "SW_THERM_SLOWDOWN", "HW_POWER_BRAKE_SLOWDOWN", "SYNC_BOOST")
 
