@@ -226,15 +226,6 @@ def test_one_call_per_command(tmp_path, cache_dir):
     (returning("x.add_(self.bias).clamp_min_(0)"), "input_modified"),
     # correct only on the task's distribution (randn): breaks on scaled inputs
     (returning("(x.clamp(-6, 6) + self.bias).clamp_min(0)"), "stress_mismatch"),
-    # parameters under other names: the reference weights cannot be loaded strictly
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.b = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             return (x + self.b).clamp_min(0)
-     """, "state_dict_mismatch"),
     # an output subclass
     (returning("(x + self.bias).clamp_min(0).as_subclass(Sneaky)",
                "class Sneaky(torch.Tensor):\n    pass\n"), "not_plain_tensor"),
@@ -304,13 +295,10 @@ def test_exit_during_forward_is_an_early_exit_not_a_pass(tmp_path, cache_dir, de
             print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
             os._exit(0)
     """
-    # the runtime layer alone (static checks off) ...
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, policy="none")
+    # no static rule for it: the harness sees the process end with status 0 in the middle of a command
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
     assert codes(res) == ["early_exit"] and res.reward == -1
     assert "exited with status 0" in res.reasons[0].message
-    # ... and the static check, which stops it before anything runs
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["early_exit"] and "model_new.py:11: `os._exit`" in res.reasons[0].message
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -437,7 +425,9 @@ def test_no_processes_left_behind(tmp_path, cache_dir):
             "child = subprocess.Popen(['sleep', '1000'])\n"
             f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n") + CORRECT[len(HEADER):]
     res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False, policy="none")
-    assert res.correct, res.reasons
+    # a child left running is hidden work (guard.Integrity) ...
+    assert codes(res) == ["hidden_work"] and "child process" in res.reasons[0].message, res.reasons
+    # ... and it is killed with the candidate's process group all the same
     pid = int(pidfile.read_text())
     time.sleep(0.5)
     alive = os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower()

@@ -47,7 +47,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
                         "none (static checks off; for testing the runtime defences only)")
     p.add_argument("--trials", type=_positive(int), default=5, help="correctness trials (default 5)")
     p.add_argument("--stress-trials", type=int, default=2,
-                   help="trials on signed, scaled inputs beyond the task's distribution (default 2)")
+                   help="trials on inputs beyond the task's distribution that keep its structure "
+                        "(zeros, signs, ranges, integer values; default 2)")
     p.add_argument("--atol", type=float, default=1e-2, help="absolute tolerance (default 1e-2)")
     p.add_argument("--rtol", type=float, default=1e-2, help="relative tolerance (default 1e-2)")
     p.add_argument("--seeds", type=_seeds, default=None,

@@ -483,7 +483,7 @@ class _Evaluation:
         seeds = list(self.cfg.seeds) if self.cfg.seeds else [secrets.randbits(62) for _ in range(n)]
         t, s = self.cfg.trials, self.cfg.stress_trials
         self.seeds = {"trials": seeds[:t], "stress": seeds[t:t + s], "init": seeds[t + s],
-                      "timing": seeds[t + s + 1]}
+                      "timing": seeds[t + s + 1], "weights": weights_seed(seeds[t + s])}
         self.res.seeds = {**self.seeds, "all": seeds}
         self.device = resolve_device(self.cfg.device)
         self.res.device = {"type": self.device}
@@ -585,7 +585,8 @@ class _Evaluation:
                     try:
                         setup = judge.call("setup", self._left(), task_source=self.task.source,
                                            origin=self.task.origin, device=self.device,
-                                           init_seed=self.seeds["init"], shm_dir=str(shm), touch=cfg.touch)
+                                           init_seed=self.seeds["init"], weights_seed=self.seeds["weights"],
+                                           shm_dir=str(shm), touch=cfg.touch)
                     except WorkerFailure as f:
                         if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
                             f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
@@ -596,6 +597,7 @@ class _Evaluation:
             finally:
                 self._phase("reference_setup", t0)
             self.res.device = setup["device"]
+            self.res.weights = setup["weights"]
             self.init_inputs = setup["init_inputs"]
             # Cached baselines fix the batch size: the candidate is timed as they were.
             self.baseline_key = baseline_key(self.res.device, cfg.batch_calls, cfg.compile_baseline, cfg.touch)
@@ -618,7 +620,8 @@ class _Evaluation:
                                     extension=str(built.so_path) if built else None,
                                     device=self.device, init_seed=self.seeds["init"],
                                     init_inputs=setup["init_inputs"], shm_dir=str(shm),
-                                    policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch)
+                                    policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch,
+                                    stream_check=cfg.stream_check)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:
@@ -631,8 +634,7 @@ class _Evaluation:
         self.deadline = time.monotonic() + cfg.timeout_s
         t0 = time.monotonic()
         with self._on_device():
-            judge.call("weights", self._left(), state=loaded["state"])
-            candidate.call("load_weights", self._left())
+            self._load_weights(candidate, loaded["state"])
         self._phase("weights", t0)
 
         # Correctness: fresh inputs per trial, then stress trials. The first trial runs alone; its
@@ -751,6 +753,18 @@ class _Evaluation:
                 break
         return outcomes, wall
 
+    def _load_weights(self, runner: _Worker, state: Any) -> None:
+        """The reference's weights into `runner`'s ModelNew (worker Judge.cmd_weights): by name, or
+        under the kernelbench profile by the values its tensors were built with."""
+        args = dict(state=state, owner=runner.role, policy=self.cfg.policy)
+        done = self.judge.call("weights", self._left(), **args)
+        if done.get("need_values"):
+            values = runner.call("state", self._left())["state"]
+            done = self.judge.call("weights", self._left(), values=values, **args)
+        runner.call("load_weights", self._left(), keys=done["filled"])
+        if runner.role == "candidate":
+            self.res.weights = done["weights"]
+
     def _check_weights(self) -> None:
         t0 = time.monotonic()
         with self._on_device():
@@ -802,8 +816,7 @@ class _Evaluation:
                                  device=self.device, init_seed=self.seeds["init"],
                                  init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none",
                                  ipc_segments=self.cfg.ipc_segments, touch=self.cfg.touch)
-            self.judge.call("weights", self._left(), state=loaded["state"])
-            worker.call("load_weights", self._left())
+            self._load_weights(worker, loaded["state"])
 
     def _time(self) -> bool:
         """Timing rounds. Each command is a batch of back-to-back timed calls on distinct inputs;
@@ -980,6 +993,12 @@ class _Evaluation:
 NOISY_SPREAD, NOISY_MS = 0.25, 0.2
 JUDGE_RESET_S = 10.0  # seconds a judge may take to forget its evaluation (else it is closed)
 PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
+
+
+def weights_seed(init_seed: int) -> int:
+    """The seed of an evaluation's re-drawn weights, derived from its init seed (one LCG step), so
+    that a result's `seeds` list replays them too."""
+    return (init_seed * 6364136223846793005 + 1442695040888963407) % (1 << 62)
 
 
 def _batch_size(in_bytes: int, out_bytes: int, call_ms: float | None, most: int, budget: int) -> int:

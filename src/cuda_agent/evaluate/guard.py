@@ -161,20 +161,69 @@ def _resolve(path: str) -> Any:
     return None
 
 
+# torch's public namespaces: replacing one of their functions or classes with code of the
+# candidate's is a harness patch (the judge and the baselines run elsewhere, so it could only
+# mislead this process; the verdict says so plainly). torch rebinds a few names itself as its
+# submodules load (torch._dynamo wraps torch.manual_seed): replacements from torch's own modules
+# are not flagged.
+NAMESPACES = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.functional",
+              "torch.nn.init", "torch.linalg", "torch.fft", "torch.special", "torch.cuda", "torch.backends")
+_SCALARS = (bool, int, float, str, bytes, type(None))
+
+
+def namespace_objects(name: str) -> dict[str, Any]:
+    """The functions, classes and descriptors of one of torch's namespaces (not its flags)."""
+    ns = _resolve(name)
+    return {a: v for a, v in vars(ns).items() if not isinstance(v, _SCALARS)} if ns is not None else {}
+
+
+def _from_torch(obj: Any) -> bool:
+    mod = getattr(obj, "__module__", None) or getattr(getattr(obj, "__func__", None), "__module__", None)
+    return isinstance(mod, str) and (mod == "torch" or mod.startswith("torch."))
+
+
 class Integrity:
     def __init__(self) -> None:
         self.objects = {p: _resolve(p) for p in WATCHED}
+        self.namespaces = {n: namespace_objects(n) for n in NAMESPACES}
         self.modules = set(sys.modules)
         self.threads = threading.active_count()
 
     def check(self) -> None:
         changed = [p for p, obj in self.objects.items() if _resolve(p) is not obj]
+        for name, before in self.namespaces.items():
+            now = namespace_objects(name)
+            changed += [f"{name}.{a}" for a, v in before.items()
+                        if now.get(a) is not v and not _from_torch(now.get(a))]
         if changed:
             raise GuardFailure(Code.HARNESS_PATCH,
-                               f"the candidate replaced {', '.join(changed[:8])}: patching the timer, "
-                               "synchronisation, comparisons or the evaluator's code is not allowed")
+                               f"the candidate replaced {', '.join(changed[:8])}: patching torch, the timer, "
+                               "synchronisation or the evaluator's code is not allowed; call your own "
+                               "functions instead")
         if threading.active_count() > self.threads:
             names = [t.name for t in threading.enumerate()][self.threads:]
             raise GuardFailure(Code.HIDDEN_WORK,
                                f"threads left running after forward returned ({', '.join(names[:4])}): "
                                "work outside the call hides from the timer; do all work inside forward")
+        if kids := children():
+            raise GuardFailure(Code.HIDDEN_WORK,
+                               f"child process(es) {', '.join(kids[:4])} left running by the candidate: work "
+                               "outside the call hides from the timer; wait for every process you start")
+
+
+def children() -> list[str]:
+    """Live child processes of this process (every thread's), by pid."""
+    import os
+
+    kids: list[str] = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids += f.read().split()
+        except OSError:
+            continue
+    return kids

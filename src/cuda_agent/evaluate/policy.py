@@ -1,20 +1,23 @@
 """Static policy checks: the fast first filter, run on the candidate's sources before anything is built.
 
-Two profiles (DESIGN section 3, "Trust boundary"):
+A static rule must never reject honest code (DESIGN section 3, "Trust boundary"). Real model-written
+kernels autotune with clocks, build in folders of their own, keep state on autograd contexts and on
+their own classes, set backend flags in their own process and name arguments `input`: all of that
+is left to the runtime layers (fresh inputs, checked timed outputs, the judge in another process,
+the harness's own clock, `guard.Integrity`). A rule stays here only where it names an unambiguous
+cheat that the runtime layer cannot stop; each is listed, with that cheat and its reason, in
+docs/threat-model.md ("Static rules"). Profiles:
 
-- `strict` (the default): the CUDA-Agent rules. Inside `ModelNew.forward` only the candidate's own
-  extension calls, `empty`-family allocation, views and metadata; inside the extension only raw
-  kernels, cuBLAS/cuDNN called directly and `torch::empty*` allocation. Plus every rule below.
-- `kernelbench`: PyTorch ops are allowed anywhere (KernelBench's rules), every cheating category
-  from 3 on is still enforced.
+- `strict` (the default): CUDA-Agent's rule on top. Inside `ModelNew.forward` only the candidate's
+  own extension calls, `empty`-family allocation, views and metadata; inside the extension only raw
+  kernels, cuBLAS/cuDNN called directly and `torch::empty*` allocation; no other compute library.
+- `kernelbench`: PyTorch ops allowed anywhere (KernelBench's rules); the rules for every profile
+  below still apply.
 - `none`: no static checks. For testing the runtime layers on their own; never for scoring.
 
 Python is checked on its AST; C++/CUDA (files in `kernels/`, and C++ held in string constants of a
-single-file candidate, for `load_inline`) token by token, after comments are removed. Each rule names
-the DESIGN category it serves and the reason code it raises. Static checks can be evaded by code that
-builds names at run time (`getattr(torch, "re" + "lu")`); the runtime guards (guard.py) and the
-process boundary are the layers that hold. Static checks exist to reject the obvious early, with a
-message that says where and what to do.
+single-file candidate, for `load_inline`) token by token, after comments are removed. Each violation
+names its rule, the file and the line.
 """
 
 from __future__ import annotations
@@ -36,85 +39,33 @@ class Violation:
     file: str
     line: int
     message: str
+    rule: str = ""
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+        return f"{self.file}:{self.line}: [{self.rule}] {self.message}" if self.rule else \
+            f"{self.file}:{self.line}: {self.message}"
 
 
 # --- Python -----------------------------------------------------------------------------------------
 
-# Modules whose import alone is out of bounds, with the category they serve.
-FORBIDDEN_MODULES: dict[str, tuple[Code, str]] = {
-    **{m: (Code.HIDDEN_WORK, "background threads or processes hide work from the timer")
-       for m in ("threading", "_thread", "multiprocessing", "concurrent", "asyncio", "sched")},
-    **{m: (Code.FORBIDDEN_IO, "processes, sockets, signals and files are not a kernel's business")
-       for m in ("subprocess", "socket", "signal", "shutil", "tempfile", "pty", "fcntl", "mmap",
-                 "resource", "pickle", "shelve", "urllib", "http", "requests", "glob", "pathlib")},
-    **{m: (Code.HARNESS_PATCH, "it rewrites code or interpreter state at run time")
-       for m in ("ctypes", "cffi", "importlib", "builtins", "__builtin__", "unittest", "atexit",
-                 "faulthandler", "sitecustomize", "marshal", "types", "code", "codeop", "dis",
-                 "pdb", "bdb", "trace", "tracemalloc")},
-    **{m: (Code.REFERENCE_ACCESS, "the reference, the evaluator and other objects are off limits")
-       for m in ("gc", "inspect", "traceback", "weakref", "model", "reference", "cuda_agent",
-                 "__main__", "kernelbench", "utils")},
-    **{m: (Code.TIMING_PROBE, "clocks in the candidate can only serve to detect the timer")
-       for m in ("time", "timeit", "datetime", "cProfile", "profile")},
+# Every profile. A process of the candidate's that leaves its process group outlives the evaluation
+# (the group is what the harness kills), and signals reach the judge and the harness, which run as
+# the same user: no runtime layer of this process stops either.
+ESCAPE_CALLS: dict[str, str] = {
+    "setsid": "process_escape", "setpgid": "process_escape", "setpgrp": "process_escape",
+    "kill": "signals", "killpg": "signals", "pthread_kill": "signals",
 }
+ESCAPE_KWARGS = {"start_new_session", "process_group"}  # subprocess.Popen's ways out of the group
+# Another process's memory (the judge holds the reference's outputs) through ptrace-like calls or
+# /proc/<pid>/mem: the same user may do it where the kernel's ptrace restriction is off.
+MEMORY_NAMES = {"ptrace", "process_vm_readv", "process_vm_writev"}
+PROC_PATH = re.compile(r"^/proc/(?!self\b|thread-self\b|cpuinfo$|meminfo$|stat$|version$)")
+
 # In strict, compute libraries other than the candidate's own extension are a PyTorch fallback too.
 STRICT_MODULES = {m: (Code.TORCH_FALLBACK, "compute outside your own kernels")
                   for m in ("numpy", "scipy", "cupy", "numba", "jax", "triton", "tensorflow",
                             "torch._inductor", "torch._dynamo", "torch.func",
                             "torch.fx", "torch.export", "torch.compiler")}
-
-# Attribute names that are unambiguous wherever they appear (categories 5, 7-12).
-FORBIDDEN_ATTRS: dict[str, Code] = {
-    **{a: Code.REFERENCE_ACCESS for a in (
-        "_getframe", "f_back", "f_locals", "f_globals", "f_code", "tb_frame", "gi_frame", "cr_frame",
-        "__globals__", "__closure__", "__code__", "__subclasses__", "__builtins__", "__mro__",
-        "get_objects", "get_referrers", "get_referents", "_current_frames", "__self__")},
-    **{a: Code.HARNESS_PATCH for a in (
-        "settrace", "setprofile", "set_trace", "addaudithook", "meta_path", "path_hooks",
-        "__setattr__", "__delattr__", "__class__", "__dict__", "__import__", "__loader__", "__spec__",
-        "_C", "_python_dispatch", "_get_current_dispatch_mode", "_disable_dynamo", "library",
-        "Library", "__torch_function__", "__torch_dispatch__", "_make_subclass",
-        "_make_wrapper_subclass")},
-    **{a: Code.FORBIDDEN_IO for a in ("read_text", "read_bytes", "write_text", "write_bytes", "save",
-                                     "from_file", "load")},
-    **{a: Code.TIMING_PROBE for a in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
-                                      "process_time", "thread_time", "elapsed_time")},
-    **{a: Code.HIDDEN_WORK for a in ("Thread", "start_new_thread", "ThreadPoolExecutor",
-                                     "ProcessPoolExecutor", "run_in_executor")},
-}
-# Attributes forbidden on the `os`, `sys`, `io` and `posix` modules only (`list.remove` is fine).
-FORBIDDEN_OS_ATTRS: dict[str, Code] = {
-    **{a: Code.FORBIDDEN_IO for a in (
-        "system", "popen", "spawnl", "spawnv", "spawnve", "spawnlp", "posix_spawn", "fork",
-        "forkpty", "execv", "execve", "execl", "execlp", "execvp", "kill", "killpg", "getppid",
-        "setsid", "setpgid", "dup", "dup2", "open", "fdopen", "write", "remove", "unlink", "rename",
-        "replace", "rmdir", "removedirs", "makedirs", "mkdir", "chmod", "chdir", "putenv",
-        "listdir", "scandir", "walk", "stdin", "pipe", "mkfifo", "symlink", "link", "truncate")},
-    **{a: Code.EARLY_EXIT for a in ("exit", "_exit", "abort")},
-}
-FORBIDDEN_SYS_ATTRS: dict[str, Code] = {
-    **{a: Code.HARNESS_PATCH for a in ("modules", "path", "meta_path", "setrecursionlimit",
-                                      "setswitchinterval")},
-    **{a: Code.EARLY_EXIT for a in ("exit",)},
-}
-
-FORBIDDEN_BUILTINS: dict[str, Code] = {
-    "exec": Code.HARNESS_PATCH, "eval": Code.HARNESS_PATCH, "compile": Code.HARNESS_PATCH,
-    "__import__": Code.HARNESS_PATCH, "setattr": Code.HARNESS_PATCH, "delattr": Code.HARNESS_PATCH,
-    "globals": Code.REFERENCE_ACCESS, "locals": Code.REFERENCE_ACCESS, "vars": Code.REFERENCE_ACCESS,
-    "breakpoint": Code.HARNESS_PATCH, "open": Code.FORBIDDEN_IO, "input": Code.FORBIDDEN_IO,
-    "exit": Code.EARLY_EXIT, "quit": Code.EARLY_EXIT,
-}
-# Assignments to attributes of these roots are harness patches, except the precision switches that
-# the paper allows (recorded in the result): the older ones, and torch's newer `fp32_precision`
-# (global, or for cuBLAS matmuls, cuDNN, its convolutions or RNNs).
-PRECISION_SWITCHES = re.compile(
-    r"^torch\.backends\.(cuda\.matmul|cudnn)\.(allow_tf32|allow_fp16_reduced_precision_reduction"
-    r"|allow_bf16_reduced_precision_reduction|benchmark|deterministic|enabled)$"
-    r"|^torch\.backends(\.cuda\.matmul|\.cudnn(\.conv|\.rnn)?)?\.fp32_precision$")
 
 # torch.* names that are allocation, metadata or types (allowed inside forward in strict).
 TORCH_ALLOWED = {
@@ -124,6 +75,7 @@ TORCH_ALLOWED = {
     "float", "float32", "float16", "half", "bfloat16", "float64", "double", "int", "int32", "int64",
     "long", "int8", "uint8", "int16", "bool", "complex64", "contiguous_format", "channels_last",
     "strided", "preserve_format", "get_default_dtype", "is_grad_enabled", "ops", "utils",
+    "backends", "enable_grad", "set_grad_enabled",
 }
 TORCH_OP_NAMESPACES = {"aten", "prims", "quantized", "_quantized", "_c10d_functional", "c10d",
                        "mkldnn", "_caffe2", "profiler", "inductor", "higher_order", "rngprims"}
@@ -157,23 +109,22 @@ class _PyChecker(ast.NodeVisitor):
         self.in_forward = 0
         self.torch_names: set[str] = {"torch"}
         self.functional_names: set[str] = set()
-        self.modules: dict[str, str] = {}  # bound name -> module (or module.attr) it stands for
         self.ext_builders: set[str] = set()  # names bound from torch.utils.cpp_extension
         self.extensions: set[str] = {"cuda_extension"}  # names bound to the candidate's own extensions
         self.cpp_strings: list[tuple[int, str]] = []
 
-    def flag(self, node: ast.AST, code: Code, message: str) -> None:
-        self.out.append(Violation(code, self.file, getattr(node, "lineno", 0), message))
+    def flag(self, node: ast.AST, code: Code, rule: str, message: str) -> None:
+        self.out.append(Violation(code, self.file, getattr(node, "lineno", 0), message, rule))
 
-    # imports
+    # imports (strict: compute libraries)
     def _module(self, node: ast.AST, name: str, alias: str | None) -> None:
-        for table in (FORBIDDEN_MODULES, STRICT_MODULES if self.profile == "strict" else {}):
-            for mod, (code, why) in table.items():
+        if self.profile == "strict":
+            for mod, (code, why) in STRICT_MODULES.items():
                 if name == mod or name.startswith(mod + "."):
-                    self.flag(node, code, f"import of `{name}` is not allowed: {why}")
+                    self.flag(node, code, "strict_compute_library", f"import of `{name}` is not allowed in the "
+                              f"strict policy: {why} (or re-score with --policy kernelbench)")
                     return
         bound = alias or name.split(".")[0]
-        self.modules[bound] = name if alias else name.split(".")[0]
         if name == "torch" or (not alias and name.startswith("torch.")):
             self.torch_names.add(bound)
         if name == "torch.nn.functional":
@@ -184,103 +135,62 @@ class _PyChecker(ast.NodeVisitor):
             self._module(node, a.name, a.asname)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        mod = "." * node.level + (node.module or "")
+        mod = node.module or ""
         if node.level:
-            self.flag(node, Code.REFERENCE_ACCESS, f"relative import `from {mod} import ...`: a candidate "
-                      "is one file (or model_new.py and kernels/); it imports nothing beside it")
-            return
+            return  # nothing sits beside a candidate to import: it fails at load time
         self._module(node, mod, None)
         for a in node.names:
-            full = f"{mod}.{a.name}"
-            bound = a.asname or a.name
-            self._module(node, full, bound)  # `from torch.nn import functional as F` binds a module
+            self._module(node, f"{mod}.{a.name}", a.asname or a.name)
             if mod == "torch.utils.cpp_extension":
-                self.ext_builders.add(bound)
-                continue
-            table = {**FORBIDDEN_ATTRS, **(FORBIDDEN_OS_ATTRS if mod in ("os", "posix", "io") else {}),
-                     **(FORBIDDEN_SYS_ATTRS if mod == "sys" else {})}
-            if a.name in table:
-                self.flag(node, table[a.name], f"`from {mod} import {a.name}` is not allowed in a candidate")
+                self.ext_builders.add(a.asname or a.name)
+            self._escape_name(node, a.name)
 
-    # names and attributes
+    # every profile: leaving the process group, signals, other processes' memory
+    def _escape_name(self, node: ast.AST, name: str) -> None:
+        if name in ESCAPE_CALLS:
+            rule = ESCAPE_CALLS[name]
+            why = ("a process that leaves its process group outlives the evaluation" if rule == "process_escape"
+                   else "signals reach the judge and the harness, which run as the same user")
+            self.flag(node, Code.FORBIDDEN_IO, rule, f"`{name}` is not allowed in a candidate: {why}")
+        elif name in MEMORY_NAMES:
+            self.flag(node, Code.REFERENCE_ACCESS, "process_memory",
+                      f"`{name}` is not allowed in a candidate: it reads or writes another process's memory")
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        dotted = _dotted(node)
-        base = _dotted(node.value)
-        module = self.modules.get(base or "", base)
-        code = None
-        if module in ("os", "posix", "io", "nt"):
-            code = FORBIDDEN_OS_ATTRS.get(node.attr)
-        elif module == "sys":
-            code = FORBIDDEN_SYS_ATTRS.get(node.attr)
-        if code is None and node.attr in FORBIDDEN_ATTRS:
-            code = FORBIDDEN_ATTRS[node.attr]
-            if node.attr == "load" and (module == "torch.utils.cpp_extension" or base in self.ext_builders):
-                code = None  # cpp_extension.load: how a single file builds its kernels
-        if code is not None:
-            self.flag(node, code, f"`{dotted or '.' + node.attr}` is not allowed in a candidate")
+        if node.attr in MEMORY_NAMES or (node.attr in ESCAPE_CALLS and _dotted(node.value) in ("os", "signal")):
+            self._escape_name(node, node.attr)
         self.generic_visit(node)
 
-    def visit_Name(self, node: ast.Name) -> None:
-        if node.id in FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
-            self.flag(node, FORBIDDEN_BUILTINS[node.id], f"the builtin `{node.id}` is not allowed in a candidate")
-        if node.id in ("__builtins__", "__loader__", "__spec__"):
-            self.flag(node, Code.HARNESS_PATCH, f"`{node.id}` is not allowed in a candidate")
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            if CPP_HINT.search(node.value):
+                self.cpp_strings.append((node.lineno, node.value))
+            if PROC_PATH.match(node.value):
+                self.flag(node, Code.REFERENCE_ACCESS, "process_memory",
+                          f"the path {node.value[:40]!r} is not allowed in a candidate: /proc/<pid>/ holds other "
+                          "processes' memory (only /proc/self/ and /proc/cpuinfo may be read)")
 
-    def _patch_target(self, target: ast.AST) -> None:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for t in target.elts:
-                self._patch_target(t)
-            return
-        if isinstance(target, ast.Attribute):
-            dotted = _dotted(target)
-            root = _root_name(target)
-            if dotted and PRECISION_SWITCHES.match(dotted.replace(root, "torch", 1) if root in self.torch_names else dotted):
-                return
-            if root is not None and root != "self":
-                self.flag(target, Code.HARNESS_PATCH, f"assignment to `{dotted or target.attr}`: candidates may "
-                          "not change attributes of modules, classes or objects they did not create "
-                          "(only `self.*` and the TF32/reduced-precision switches of torch.backends)")
-        elif isinstance(target, ast.Subscript):
-            root = _root_name(target.value)
-            module = self.modules.get(root or "", root)
-            if (module in ("sys", "builtins") or root in self.torch_names
-                    or (module == "os" and _dotted(target.value) != f"{root}.environ")):
-                self.flag(target, Code.HARNESS_PATCH, "item assignment into a module's table is not allowed")
+    def visit_Call(self, node: ast.Call) -> None:
+        for kw in node.keywords:
+            if kw.arg in ESCAPE_KWARGS and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
+                self.flag(kw.value, Code.FORBIDDEN_IO, "process_escape", f"`{kw.arg}=` is not allowed in a "
+                          "candidate: a process that leaves its process group outlives the evaluation")
+        if self.in_forward and self.profile == "strict":
+            self._strict_call(node)
+        self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        for t in node.targets:
-            self._patch_target(t)
         if isinstance(node.value, ast.Call):
             fn = _dotted(node.value.func) or ""
             if fn.split(".")[-1] in ("load", "load_inline") and (
-                    fn in self.ext_builders or fn.rsplit(".", 1)[0] in self.modules or "cpp_extension" in fn):
+                    fn in self.ext_builders or "cpp_extension" in fn or fn.split(".")[0] in self.torch_names):
                 self.extensions |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._patch_target(node.target)
-        self.generic_visit(node)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        for t in node.targets:
-            self._patch_target(t)
-        self.generic_visit(node)
-
-    def visit_Global(self, node: ast.Global) -> None:
-        if self.in_forward:
-            self.flag(node, Code.TIMING_PROBE, "`global` state written inside forward: calls must not depend on "
-                      "earlier calls (caching, call counting)")
-
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for b in node.bases:
-            d = _dotted(b) or ""
-            if d.split(".")[-1] == "Tensor" or d.endswith("Tensor"):
-                self.flag(node, Code.NOT_PLAIN_TENSOR, f"class {node.name} subclasses {d}: outputs must be plain "
-                          "torch.Tensor objects")
-        for item in node.body:
-            if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
-                self.flag(item, Code.NOT_PLAIN_TENSOR, f"{node.name}.{item.name}: tensor proxies are not allowed")
         is_model = node.name == "ModelNew"
+        for item in node.decorator_list + node.bases + node.keywords:
+            self.visit(item)
         for item in node.body:
             if is_model and isinstance(item, ast.FunctionDef) and item.name == "forward":
                 self.in_forward += 1
@@ -289,23 +199,15 @@ class _PyChecker(ast.NodeVisitor):
             else:
                 self.visit(item)
 
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and CPP_HINT.search(node.value):
-            self.cpp_strings.append((node.lineno, node.value))
-
     # strict: PyTorch compute inside forward
-    def visit_Call(self, node: ast.Call) -> None:
-        if self.in_forward and self.profile == "strict":
-            self._strict_call(node)
-        self.generic_visit(node)
-
     def _strict_call(self, node: ast.Call) -> None:
         fn = node.func
         dotted = _dotted(fn) or ""
         parts = dotted.split(".")
+        rule = "strict_forward"
         if parts and parts[0] in self.functional_names:
-            self.flag(node, Code.TORCH_FALLBACK, f"`{dotted}(...)` inside forward: PyTorch compute; do it in "
-                      "your own kernel")
+            self.flag(node, Code.TORCH_FALLBACK, rule, f"`{dotted}(...)` inside forward: PyTorch compute; do it "
+                      "in your own kernel")
             return
         if parts and parts[0] in self.torch_names and len(parts) >= 2:
             rest = parts[1:]
@@ -314,21 +216,21 @@ class _PyChecker(ast.NodeVisitor):
             if rest[0] == "ops" and len(rest) >= 2 and rest[1] not in TORCH_OP_NAMESPACES:
                 return  # the candidate's own op, registered with TORCH_LIBRARY
             if rest[0] in ("nn", "ops", "special", "linalg", "fft", "sparse") or rest[0] not in TORCH_ALLOWED:
-                self.flag(node, Code.TORCH_FALLBACK, f"`{dotted}(...)` inside forward: PyTorch compute; only "
-                          "your extension's ops, torch.empty*, views and metadata are allowed there")
+                self.flag(node, Code.TORCH_FALLBACK, rule, f"`{dotted}(...)` inside forward: PyTorch compute; "
+                          "only your extension's ops, torch.empty*, views and metadata are allowed there")
             return
         if isinstance(fn, ast.Attribute) and fn.attr in COMPUTE_METHODS:
             root = _root_name(fn)
             if root in self.torch_names or root in self.extensions or (
                     root == "self" and isinstance(fn.value, ast.Name)):
                 return
-            self.flag(node, Code.TORCH_FALLBACK, f"`.{fn.attr}(...)` inside forward: a PyTorch compute method; "
-                      "do it in your own kernel")
+            self.flag(node, Code.TORCH_FALLBACK, rule, f"`.{fn.attr}(...)` inside forward: a PyTorch compute "
+                      "method; do it in your own kernel")
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if self.in_forward and self.profile == "strict" and isinstance(node.op, ARITH_OPS):
-            self.flag(node, Code.TORCH_FALLBACK, "the `@` operator inside forward: a PyTorch matmul; do it in "
-                      "your own kernel (or call cuBLAS from your extension)")
+            self.flag(node, Code.TORCH_FALLBACK, "strict_forward", "the `@` operator inside forward: a PyTorch "
+                      "matmul; do it in your own kernel (or call cuBLAS from your extension)")
         self.generic_visit(node)
 
 
@@ -351,21 +253,19 @@ def _root_name(node: ast.AST) -> str | None:
 
 # --- C++ / CUDA -------------------------------------------------------------------------------------
 
-_CPP_RULES: list[tuple[re.Pattern[str], Code, str]] = [
-    (re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|\bcudaLaunchHostFunc\b"
-                r"|\bcudaStreamAddCallback\b|\bfork\s*\(|\bvfork\b"),
-     Code.HIDDEN_WORK, "threads, forks and host callbacks hide work from the timer"),
-    (re.compile(r"\bdl(open|sym|vsym)\b|\bmprotect\b|\bptrace\b|\bprocess_vm_(read|write)v\b"
-                r"|\bLD_PRELOAD\b|\bPyImport_\w+|\bPyRun_\w+|\bPyEval_\w+|\bPySys_\w+"
-                r"|\bmodule_?\s*::\s*import\b|\bpy(bind11)?\s*::\s*(eval|exec|import)\b|\bsetenv\b|\bputenv\b"
-                r"|\b(cudaSetDevice|cudaDeviceReset|cudaDeviceSetLimit|cuCtxCreate|cuCtxDestroy)\b"),
-     Code.HARNESS_PATCH, "loading symbols, patching memory or calling back into Python is not allowed"),
-    (re.compile(r"\bfopen\b|\bfreopen\b|\bstd\s*::\s*[io]?fstream\b|\bofstream\b|\bifstream\b"
-                r"|::\s*open\s*\(|\bsystem\s*\(|\bpopen\b|\bexec[lv]p?e?\s*\(|\bsocket\s*\(|\bkill\s*\("
-                r"|\bsigaction\b|\bsignal\s*\(|\"/proc/|\"/dev/shm|\bunlink\s*\(|\bremove\s*\("),
-     Code.FORBIDDEN_IO, "files, processes, sockets and signals are not a kernel's business"),
-    (re.compile(r"\b(std\s*::\s*)?(_?exit|quick_exit|_Exit|abort|terminate)\s*\("),
-     Code.EARLY_EXIT, "a kernel may not end the process"),
+# Every profile: (pattern, code, rule, why). See docs/threat-model.md ("Static rules").
+_CPP_RULES: list[tuple[re.Pattern[str], Code, str, str]] = [
+    (re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b"), Code.HIDDEN_WORK, "native_threads",
+     "a native thread started outside forward can compute from the input buffers before the timed call, and "
+     "at run time it looks like the OpenMP pool torch starts itself; use OpenMP (CPU) or CUDA streams"),
+    (re.compile(r"\bptrace\b|\bprocess_vm_(read|write)v\b|\bmprotect\b"), Code.REFERENCE_ACCESS, "process_memory",
+     "it reads or rewrites the memory of another process (the judge) or of loaded code"),
+    (re.compile(r"\bsetsid\s*\(|\bsetpgid\s*\(|\bsetpgrp\s*\(|\bdaemon\s*\("), Code.FORBIDDEN_IO, "process_escape",
+     "a process that leaves its process group outlives the evaluation"),
+    (re.compile(r"\bkill\s*\(|\bkillpg\s*\(|\bpthread_kill\b|\btgkill\b"), Code.FORBIDDEN_IO, "signals",
+     "signals reach the judge and the harness, which run as the same user"),
+    (re.compile(r"\"/proc/(?!self\b|thread-self\b|cpuinfo\"|meminfo\")"), Code.REFERENCE_ACCESS, "process_memory",
+     "/proc/<pid>/ holds other processes' memory (only /proc/self/ and /proc/cpuinfo may be read)"),
 ]
 # torch:: / at:: names allowed in the extension in strict: types, allocation, streams, guards.
 CPP_ALLOWED = {
@@ -399,9 +299,9 @@ def check_cpp(source: str, file: str, profile: str, line0: int = 1) -> list[Viol
     def at(pos: int) -> int:
         return line0 + text.count("\n", 0, pos)
 
-    for pattern, code, why in _CPP_RULES:
+    for pattern, code, rule, why in _CPP_RULES:
         for m in pattern.finditer(text):
-            out.append(Violation(code, file, at(m.start()), f"`{m.group(0).strip()}`: {why}"))
+            out.append(Violation(code, file, at(m.start()), f"`{m.group(0).strip()}`: {why}", rule))
     if profile == "strict":
         for m in _NS_CALL.finditer(text):
             name, sub = m.group(2), m.group(3)
@@ -414,11 +314,11 @@ def check_cpp(source: str, file: str, profile: str, line0: int = 1) -> list[Viol
             out.append(Violation(Code.TORCH_FALLBACK, file, at(m.start()),
                                  f"`{m.group(0)}`: ATen/torch compute from the extension; only raw kernels, "
                                  "cuBLAS/cuDNN called directly, torch::empty* allocation, types, streams and "
-                                 "guards are allowed"))
+                                 "guards are allowed", "strict_extension"))
         for m in _CPP_COMPUTE_METHOD.finditer(text):
             out.append(Violation(Code.TORCH_FALLBACK, file, at(m.start()),
                                  f"`{m.group(0)}...)`: a tensor compute method from the extension; write the "
-                                 "kernel yourself"))
+                                 "kernel yourself", "strict_extension"))
     return out
 
 

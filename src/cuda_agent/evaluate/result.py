@@ -54,6 +54,7 @@ class Code(str, enum.Enum):
     DECOY_KERNEL = "decoy_kernel"  # 2: forward never calls into the candidate's extension (strict)
     WEIGHTS_MODIFIED = "weights_modified"  # 4: parameters or buffers changed by forward
     HIDDEN_WORK = "hidden_work"  # 5: threads, host callbacks, work left running after return
+    STREAM_RACE = "stream_race"  # 5: output not complete on the caller's stream when forward returns
     TIMING_PROBE = "timing_probe"  # 7: clocks or stack inspection inside the candidate
     HARNESS_PATCH = "harness_patch"  # 8: patching torch, timers, comparisons, the interpreter
     REFERENCE_ACCESS = "reference_access"  # 9: the reference model, the task, gc, frames
@@ -157,6 +158,7 @@ class EvalResult:
     phases_s: dict[str, float] = field(default_factory=dict)
     candidate_output: dict[str, Any] = field(default_factory=dict)
     timing_check: dict[str, Any] | None = None  # the harness's clock against the candidate's claims
+    weights: dict[str, Any] | None = None  # how the reference's state reached ModelNew (weights.py)
     config: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.evaluate.channel import Channel, ChannelClosed
-from cuda_agent.evaluate.guard import _resolve  # (guard imports nothing heavy)
+from cuda_agent.evaluate.guard import NAMESPACES, _resolve, namespace_objects  # (guard imports nothing heavy)
 from cuda_agent.evaluate.result import Code
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
@@ -150,7 +150,7 @@ class Judge:
         import torch
 
         importer = self.__dict__.pop("importer", None)
-        for name in ("model", "task", "timer"):
+        for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights"):
             self.__dict__.pop(name, None)
         self.trials, self.slots, self.ref_ms = {}, {}, None
         sys.modules.pop("cuda_agent_task", None)
@@ -172,10 +172,13 @@ class Judge:
         why += _state_changes(self.state0, _process_state())
         return {"reusable": not why, "why": why[:8]}
 
-    def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int,
+    def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int, weights_seed: int,
                   shm_dir: str, touch: str) -> dict[str, Any]:
+        """Build the task's Model under `init_seed` (ModelNew is built under the same seed), then
+        re-draw its learned state from `weights_seed` (weights.py)."""
         import torch
 
+        from cuda_agent.evaluate import weights
         from cuda_agent.evaluate.device import device_info
         from cuda_agent.evaluate.transport import Importer, describe, inline_tensor
 
@@ -195,33 +198,101 @@ class Judge:
             raise Failure(Code.REFERENCE_ERROR, f"the task's Model could not be built:\n{_trace(exc)}")
         self.task = module
         self.timer = _timer(self.device, touch)
+        self.default_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.learned = weights.learned(self.model)
+        self.weights = {"rule": "redrawn", "redrawn": len(weights.redraw(self.learned, weights_seed)),
+                        "learned": len(self.learned), "matched_by": None, "note": None}
+        try:
+            self._keep_judgeable(weights_seed)
+        except Exception as exc:
+            raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{_trace(exc)}")
         return {
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
             "state": {k: describe(v) for k, v in self.model.state_dict().items()},
+            "weights": dict(self.weights),
         }
 
-    def cmd_weights(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _keep_judgeable(self, seed: int) -> None:
+        """Go back to the default init when the re-drawn weights make the reference's output
+        non-finite or constant and the default init's is not (then it cannot tell kernels apart)."""
+        from cuda_agent.evaluate import weights
+
+        inputs = self._inputs(seed)
+        bad = weights.degenerate(self._reference(inputs))
+        if bad is None:
+            return
+        redrawn = {k: t.detach().clone() for k, t in self.learned.items()}
+        self._restore(self.learned)
+        if weights.degenerate(self._reference(inputs)) is not None:  # the task is like that: keep them
+            self._restore(self.learned, redrawn)
+            return
+        self.weights.update(rule="default_init", redrawn=0,
+                            note=f"with re-drawn weights the reference's {bad}; the default init was kept")
+
+    def _restore(self, names: Any, source: dict[str, Any] | None = None) -> None:
+        """Put the default init (or `source`) back into the reference's learned tensors `names`."""
+        import torch
+
+        with torch.no_grad():
+            for k in names:
+                self.learned[k].copy_((source or self.default_state)[k])
+
+    def cmd_weights(self, state: dict[str, Any], owner: str = "candidate", policy: str = "strict",
+                    values: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write the reference's state into a runner's state buffers (`state`: its state_dict's
+        specs, from `load`): by name, or where the names differ (kernelbench) by the value each of
+        its tensors has at default init (`values`, from its `state`, asked for by replying
+        `need_values`). Returns the runner's names that were written (`filled`) and how (`weights`)."""
+        from cuda_agent.evaluate import weights
+        from cuda_agent.evaluate.transport import SpecError
+
         ref = self.model.state_dict()
-        if not isinstance(state, dict):
-            raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object")
-        missing, extra = sorted(set(ref) - set(state)), sorted(set(state) - set(ref))
-        if missing or extra:
-            raise Failure(Code.STATE_DICT_MISMATCH,
-                          "ModelNew's parameters and buffers must have the same names as Model's, so "
-                          f"the reference weights can be loaded strictly; missing: {missing or 'none'}, "
-                          f"unexpected: {extra or 'none'}")
-        for k, v in ref.items():
-            s = state[k]
-            if s.get("shape") != list(v.shape) or s.get("dtype") != str(v.dtype).removeprefix("torch."):
-                raise Failure(Code.STATE_DICT_MISMATCH,
-                              f"{k}: ModelNew has {s.get('dtype')}{s.get('shape')}, Model has "
-                              f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}")
-        for k, v in ref.items():
-            self.importer.open(state[k]).copy_(v)
-        self.timer.sync(spin=False)
-        self.importer.close()
-        return {}
+        if not isinstance(state, dict) or not all(isinstance(s, dict) for s in state.values()):
+            raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object of tensor specs")
+        own: dict[str, Any] = {}
+        try:
+            m = weights.match_by_name(ref, state)
+            if m is None:
+                if values is None:
+                    return {"need_values": True}
+                if not isinstance(values, dict) or set(values) != set(state):
+                    raise Failure(Code.PROTOCOL_VIOLATION, "the state's values do not match its specs")
+                own = {k: self.importer.open(v).clone() for k, v in values.items()}
+                m = weights.match_by_value(self.default_state, own)
+                if policy == "strict" or owner != "candidate":
+                    raise Failure(Code.STATE_DICT_MISMATCH, weights.mismatch_hint(ref, state, m))
+                self._same_seed_where_fused(m)
+            for mine, theirs in m.pairs.items():
+                self.importer.open(state[mine]).copy_(ref[theirs])
+        except (SpecError, RuntimeError) as exc:
+            raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
+        finally:
+            self.timer.sync(spin=False)
+            self.importer.close()
+        if owner == "candidate":  # what its state must still be after timing (cmd_check_state)
+            self.expected = {mine: ref[theirs] for mine, theirs in m.pairs.items()} | {k: own[k] for k in m.extra}
+            self.weights["matched_by"] = m.by
+            if m.by == "value":
+                self.weights.update(copied=len(m.pairs), kept_own=m.extra[:8], unmatched=m.missing[:8])
+        return {"filled": list(m.pairs), "weights": dict(self.weights)}
+
+    def _same_seed_where_fused(self, m: Any) -> None:
+        """A learned tensor with a random default init that ModelNew holds nowhere was fused or
+        reshaped in its __init__: every random-init tensor goes back to its default init, the value
+        ModelNew was built with (KernelBench's same-seed rule); constant-init ones stay re-drawn."""
+        from cuda_agent.evaluate import weights
+
+        fused = [k for k in m.missing if k in self.learned and not weights.is_constant(self.default_state[k])]
+        if not fused or self.weights["rule"] != "redrawn":
+            return
+        random_init = [k for k in self.learned if not weights.is_constant(self.default_state[k])]
+        self._restore(random_init)
+        self.weights.update(
+            rule="same_seed", redrawn=len(self.learned) - len(random_init),
+            note=f"ModelNew holds none of {', '.join(fused[:4])}{' ...' if len(fused) > 4 else ''} as Model "
+                 f"built it (fused or reshaped): {len(random_init)} tensor(s) with a random default init "
+                 "kept it (same-seed rule); constant-init ones were re-drawn")
 
     def _inputs(self, seed: int) -> list[Any]:
         import torch
@@ -364,14 +435,17 @@ class Judge:
         return {"ms": [timed_call(self.timer, _nothing, [])[1] for _ in range(n)]}
 
     def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Are ModelNew's parameters and buffers still the reference's, bit for bit?"""
+        """Are ModelNew's parameters and buffers still what `weights` left them, bit for bit?"""
         from cuda_agent.evaluate.compare import same_bits
         from cuda_agent.evaluate.transport import SpecError
 
-        changed = []
+        expected = getattr(self, "expected", {})
+        if not isinstance(state, dict):
+            raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object")
+        changed = sorted(set(expected) ^ set(state))
         try:
-            for k, v in self.model.state_dict().items():
-                if k not in state or not same_bits(v, self.importer.open(state[k])):
+            for k, v in expected.items():
+                if k in state and not same_bits(v, self.importer.open(state[k])):
                     changed.append(k)
         except (SpecError, RuntimeError) as exc:
             raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
@@ -381,14 +455,13 @@ class Judge:
         if changed:
             return {"code": Code.WEIGHTS_MODIFIED.value,
                     "message": f"forward modified ModelNew's parameters or buffers ({', '.join(changed[:6])}); "
-                               "weights are read-only during calls (precompute derived tensors in __init__)"}
+                               "weights are read-only during calls (derive tensors from them in a "
+                               "load_state_dict post-hook, or in __init__ from what it was given)"}
         return {"code": None}
 
 
 JUDGE_MAX_SERVED = 64  # evaluations per judge process, a bound on whatever slowly accumulates
 JUDGE_RESERVED_MAX = 4 << 30  # device memory a kept judge may hold in torch's cache (bytes)
-_NAMESPACES = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.functional", "torch.nn.init",
-               "torch.linalg", "torch.fft", "torch.special", "torch.cuda", "torch.backends")
 
 
 def _process_state() -> dict[str, Any]:
@@ -418,13 +491,9 @@ def _process_state() -> dict[str, Any]:
         get_default_device = getattr(torch, "get_default_device", None)
         if get_default_device is not None:
             state["default device"] = str(get_default_device())
-    for name in _NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
-        ns = _resolve(name)
-        state[name] = {a: v for a, v in vars(ns).items() if not isinstance(v, _SCALARS)} if ns is not None else {}
+    for name in NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
+        state[name] = namespace_objects(name)
     return state
-
-
-_SCALARS = (bool, int, float, str, bytes, type(None))
 
 
 def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -434,7 +503,7 @@ def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     changes = []
     for key, old in before.items():
         new = after.get(key)
-        if key in _NAMESPACES:
+        if key in NAMESPACES:
             replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
             if isinstance(_resolve(key), type):
                 replaced += [a for a in new if a not in old]
@@ -457,12 +526,28 @@ def _same_layout(a: Any, b: Any) -> bool:
 
 
 def _stress(x: Any, variant: int) -> Any:
-    """Inputs beyond the task's distribution: signed and scaled (floating tensors only)."""
+    """An input beyond the task's distribution that keeps the structure `get_inputs()` gave it, so
+    that a kernel may rely on every property the task guarantees (DESIGN section 3, "Correctness"):
+
+    - tensors that are not floating, empty, hold NaN/Inf or only integral values (labels, counts,
+      masks) stay as they are;
+    - tensors within [-1, 1] are pushed towards the ends of their range, x -> sign(x) |x|^p with
+      p = 1/4 or 4: they stay in range, keep their zeros, signs and order;
+    - other tensors are scaled by 4 or 8, and shifted by 0.5 or -1 only when they have both signs
+      and no exact zero: zeros stay zero (triangular, masked, sparse inputs) and non-negative
+      inputs stay non-negative.
+    """
     import torch
 
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0
+            or not bool(torch.isfinite(x).all()) or bool((x == x.round()).all())):
         return x
-    scale, shift = [(-4.0, 0.5), (8.0, -1.0)][variant % 2]
+    lo, hi = float(x.min()), float(x.max())
+    if -1.0 <= lo and hi <= 1.0:
+        return x.sign() * x.abs().pow((0.25, 4.0)[variant % 2])
+    scale, shift = [(4.0, 0.5), (8.0, -1.0)][variant % 2]
+    if not (lo < 0 < hi) or bool((x == 0).any()):
+        shift = 0.0
     return x * scale + shift
 
 
@@ -479,7 +564,7 @@ class Runner:
 
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
-                 touch: str, ipc_segments: bool = True) -> dict[str, Any]:
+                 touch: str, ipc_segments: bool = True, stream_check: bool = False) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard
@@ -491,6 +576,7 @@ class Runner:
         self.exporter = Exporter(self.device, Path(shm_dir), segments=ipc_segments)
         self.timer = _timer(self.device, touch)
         self.policy = policy
+        self.streams = StreamCheck(self.device) if stream_check and self.device.type == "cuda" else None
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
         self.integrity = guard.Integrity()  # before any candidate code runs
@@ -521,8 +607,12 @@ class Runner:
         return {"state": {k: self.exporter.export_allocated(v) for k, v in self.state.items()},
                 "precision": _precision()}
 
-    def cmd_load_weights(self) -> dict[str, Any]:
-        self.model.load_state_dict(self.state, strict=True)
+    def cmd_load_weights(self, keys: list[str] | None = None) -> dict[str, Any]:
+        """Load the state buffers the judge wrote (`keys`; all of them by default)."""
+        if keys is None or set(keys) == set(self.state):
+            self.model.load_state_dict(self.state, strict=True)
+        else:
+            self.model.load_state_dict({k: self.state[k] for k in keys if k in self.state}, strict=False)
         self.timer.sync(spin=False)
         del self.state
         self.exporter.release(everything=True)
@@ -546,13 +636,14 @@ class Runner:
         ms = []
         for key in keys:
             args = self.values[key]
-            if guarded and self.policy == "strict":
-                og = OpGuard(self.integrity.modules, strict=True)
-                self.outs[key], t = timed_call(self.timer, lambda *a: og.call(self.model, list(a)), args,
-                                               spin=False)
-                self.integrity.check()
-                if failure := og.verdict():
-                    raise failure
+            if guarded:
+                og = OpGuard(self.integrity.modules, strict=True) if self.policy == "strict" else None
+                fn = self.model if og is None else lambda *a: og.call(self.model, list(a))
+                self.outs[key], t = self._guarded_call(fn, args)
+                if og is not None:
+                    self.integrity.check()
+                    if failure := og.verdict():
+                        raise failure
             else:  # only the calls between the harness's clock readings
                 self.outs[key], t = timed_call(self.timer, self.model, args, spin=not guarded)
             ms.append(t)
@@ -562,6 +653,15 @@ class Runner:
             raise Failure(Code.HIDDEN_WORK, f"{len(started)} native thread(s) started during forward were "
                           "still running when it returned: work outside the call hides from the timer")
         return {"ms": ms}
+
+    def _guarded_call(self, fn: Any, args: list[Any]) -> tuple[Any, float]:
+        """A correctness trial's call. With `stream_check` (CUDA) it also checks that the output is
+        complete on the caller's current stream when forward returns (`StreamCheck`): a kernel left
+        running on a stream that was never joined back is a race, even though the timer waits for
+        it."""
+        if self.streams is None:
+            return timed_call(self.timer, fn, args, spin=False)
+        return self.streams.call(self.timer, fn, args)
 
     def cmd_export(self, key: str) -> dict[str, Any]:
         from cuda_agent.evaluate.transport import describe
@@ -575,6 +675,104 @@ class Runner:
         self.exporter.release()
         return {"state": {k: self.exporter.export(v.detach()) for k, v in self.model.state_dict().items()},
                 "precision": _precision()}
+
+
+# Inline CUDA (jiterator, NVRTC) that keeps every thread slot of the GPU busy for `ns` nanoseconds
+# per element; jiterator's kernels take eight elements per thread (measured on an H200).
+_HOLD_CODE = r"""
+template <typename T> T cuda_agent_hold(T x, T ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < (unsigned long long)ns);
+  return x;
+}
+"""
+STREAM_HOLD_MS = 5.0  # how long the SMs are held while forward queues its work
+STREAM_SNAPSHOT_BYTES = 1 << 20  # bytes of each output's storage read at return (head and tail)
+HOLD_ELEMENTS_PER_THREAD = 8
+
+
+class StreamCheck:
+    """Is a call's output complete on the caller's stream when forward returns?
+
+    Right before the call, a kernel on a stream of its own fills every thread slot of the GPU for
+    `STREAM_HOLD_MS`, so the kernels forward launches queue and none can run yet. Right after it
+    returns, the head and tail of each output's storage are copied to pinned host memory, in order on
+    the caller's current stream; a copy engine does it while the SMs are held. Work ordered before
+    the copy on that stream (the caller's own kernels, or a side stream joined back) has to finish
+    first, so it is in the snapshot. Work on a stream that was never joined runs only after the
+    hold, so its output is missing from the snapshot and differs from the output after the
+    device-wide synchronize: a race. Where the hold cannot be compiled (no NVRTC), the snapshot is
+    taken all the same and catches what is still running."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        props = torch.cuda.get_device_properties(device)
+        slots = props.multi_processor_count * getattr(props, "max_threads_per_multi_processor", 2048)
+        self.stream = torch.cuda.Stream(device)
+        self.hold_in = torch.zeros(slots * HOLD_ELEMENTS_PER_THREAD, device=device)
+        self.staging = torch.empty(8 * STREAM_SNAPSHOT_BYTES, dtype=torch.uint8, pin_memory=True)
+        try:
+            self.hold_fn = torch.cuda.jiterator._create_jit_fn(_HOLD_CODE, ns=0.0)
+            with torch.cuda.stream(self.stream):
+                self.hold_fn(self.hold_in, ns=0.0)  # compiled here, not in the first trial
+            torch.cuda.synchronize(device)
+        except Exception:  # noqa: BLE001 - a best effort; the snapshot still runs
+            self.hold_fn = None
+
+    def call(self, timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
+        import torch
+
+        from cuda_agent.evaluate.compare import same_bits
+
+        caller = torch.cuda.current_stream()
+        timer.flush()
+        timer.touch(False)
+        with torch.no_grad():
+            if self.hold_fn is not None:
+                with torch.cuda.stream(self.stream):
+                    self.hold_fn(self.hold_in, ns=STREAM_HOLD_MS * 1e6 / HOLD_ELEMENTS_PER_THREAD)
+            t0 = time.perf_counter()
+            out = fn(*args)
+            snaps = self._snapshot(out, caller)
+            timer.sync(False)
+            ms = (time.perf_counter() - t0) * 1e3
+        for i, region, early in snaps:
+            if not same_bits(region.cpu(), early):
+                raise Failure(Code.STREAM_RACE,
+                              f"output tensor {i} was not complete on the caller's current stream when forward "
+                              "returned: work on another stream was not joined back. Make the current stream wait "
+                              "for it before returning (torch.cuda.current_stream().wait_stream(side), or "
+                              "cudaStreamWaitEvent in C++)")
+        return out, ms
+
+    def _snapshot(self, out: Any, caller: Any) -> list[tuple[int, Any, Any]]:
+        """(output index, device bytes, their copy made now on `caller`) for the head and tail of
+        each output's storage, as far as the staging buffer goes. The copies go to pinned host
+        memory, which copy engines serve while the SMs are held; the buffer is allocated once and
+        never freed, so that no event is recorded for it after a kernel of the candidate's failed."""
+        import torch
+
+        from cuda_agent.evaluate.transport import tensors_of
+
+        snaps = []
+        used = 0
+        with torch.cuda.stream(caller):
+            for i, t in enumerate(tensors_of(out)):
+                if type(t) is not torch.Tensor or not t.is_cuda or t.numel() == 0:
+                    continue
+                storage = t.untyped_storage()
+                raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),))
+                n = min(raw.numel(), STREAM_SNAPSHOT_BYTES)
+                for lo in sorted({0, raw.numel() - n}):
+                    if used + n > self.staging.numel():
+                        return snaps
+                    early = self.staging[used:used + n]
+                    early.copy_(raw[lo:lo + n], non_blocking=True)
+                    snaps.append((i, raw[lo:lo + n], early))
+                    used += n
+        return snaps
 
 
 def _plain(value: Any) -> bool:

@@ -66,8 +66,9 @@ HINTS = {
     "output_mismatch": "the values differ from model.py's Model: compare your kernel's math with model.py "
                        "op by op; check indexing, strides, reductions, and that every output element is "
                        "written",
-    "stress_mismatch": "wrong on signed, scaled inputs beyond get_inputs()'s distribution: do not assume "
-                       "inputs are positive or small; use numerically stable forms (e.g. subtract the max "
+    "stress_mismatch": "wrong on inputs beyond get_inputs()'s distribution (scaled up; inputs within "
+                       "[-1, 1] pushed to the ends of that range; zeros, signs and integer values kept): do "
+                       "not assume inputs are small; use numerically stable forms (e.g. subtract the max "
                        "before exp)",
     "timed_output_mismatch": "outputs of repeated calls were wrong: every call must compute its output "
                              "from its inputs; no caching across calls, no stale buffers",
@@ -78,15 +79,19 @@ HINTS = {
                       "ops: move that computation into your kernels (see SKILL.md, Rules)",
     "decoy_kernel": "forward never called your extension: call your kernels' ops from ModelNew.forward",
     "weights_modified": "forward changed the model's parameters or buffers: treat weights as read-only; "
-                        "precompute derived tensors in __init__",
-    "hidden_work": "no threads, host callbacks or work left running after forward returns: do all work "
-                   "inside the call, on the device, and let it finish",
-    "timing_probe": "do not read clocks, count calls or inspect the stack: every call must do the same work",
-    "harness_patch": "do not patch torch, timers, synchronisation or the interpreter (no setattr on modules, "
-                     "exec, ctypes, importlib)",
-    "reference_access": "do not import model.py or the evaluator, and do not inspect frames or gc: "
+                        "derive tensors from them outside forward (and again in a "
+                        "register_load_state_dict_post_hook, since weights are loaded after __init__)",
+    "hidden_work": "no native threads (std::thread), Python threads or child processes left running: do "
+                   "all work inside the call, on the device or with OpenMP, and let it finish",
+    "stream_race": "the output was not complete on the caller's stream when forward returned: join every "
+                   "side stream back (torch.cuda.current_stream().wait_stream(side), or cudaStreamWaitEvent)",
+    "timing_probe": "behave the same on every call: timing a choice once is fine, detecting the timer is not",
+    "harness_patch": "do not replace torch's functions, the timer or synchronisation: call your own "
+                     "functions instead",
+    "reference_access": "do not touch other processes' memory (ptrace, /proc/<pid>/) or the reference: "
                         "compute the output from the inputs",
-    "forbidden_io": "no files, sockets, subprocesses or signals in model_new.py or kernels/",
+    "forbidden_io": "no processes that leave their process group (setsid, start_new_session) and no "
+                    "signals to other processes",
     "early_exit": "never exit the process: return the output from forward",
     "protocol_violation": "the candidate interfered with the evaluator's process or channel; remove "
                           "whatever touches file descriptors, sockets, signals or the process itself",

@@ -5,11 +5,14 @@ synchronize has returned.
 
 Why evaluators miss it: Python sees one extension call that returns a tensor; no Python thread
 exists; a device synchronize right after the call finds nothing queued yet. The C++ token policy
-rejects std::thread (hidden_work); without it the judge reads the output before it is written.
+rejects std::thread (hidden_work: a native thread started outside forward could compute from the
+input buffers before the timed call, and at run time looks like OpenMP's pool); without it the
+judge reads the output before it is written.
 """
 # category: 5
 # devices: cpu cuda
 # expect[strict]: hidden_work
+# expect[kernelbench]: hidden_work
 # expect[none]: output_mismatch|non_finite
 
 import torch

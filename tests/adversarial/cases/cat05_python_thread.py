@@ -4,8 +4,8 @@ a little later and returns the (still empty) output at once.
 Why evaluators miss it: the timer stops when forward returns (and a device synchronize does not wait
 for host threads), so the call costs only a thread start; an evaluator that checks outputs at its
 leisure, after the thread is done, sees correct numbers. Here the judge reads each output right away
-while the candidate is stopped; the static policy rejects threads, and at run time a Python thread
-still alive after forward returned is hidden work too.
+while the candidate is stopped; a Python thread still alive after forward returned is hidden work
+(guard.Integrity).
 """
 # category: 5
 # devices: cpu cuda

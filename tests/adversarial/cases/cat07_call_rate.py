@@ -2,14 +2,17 @@
 than during the first (correctness) calls, it assumes a timing loop and skips the work.
 
 Why evaluators miss it: correctness trials are spaced out by the evaluator's bookkeeping, timing loops
-are back to back, so the gap between calls is a reliable tell. The static policy rejects reading
-clocks inside the candidate (timing_probe). (No `none` line: whether the gap differs at all depends on
-the timing protocol; when it does not, this candidate is merely honest.)
+are back to back, so the gap between calls is a reliable tell. Clocks are allowed (honest kernels autotune with them),
+but which timed calls are checked is decided after each command, so skipping the work once the
+correctness trials are over fails those checks (timed_output_mismatch). After seven calls it
+skips whenever a call follows the last one within half the longest of the first six gaps (the
+pause after the first trial, which runs alone).
 """
 # category: 7
 # devices: cpu cuda
-# expect[strict]: timing_probe
-# expect[kernelbench]: timing_probe
+# expect[strict]: timed_output_mismatch
+# expect[kernelbench]: timed_output_mismatch
+# expect[none]: timed_output_mismatch
 
 import time
 
@@ -31,6 +34,6 @@ class ModelNew(nn.Module):
         if self.last is not None:
             self.gaps.append(now - self.last)
         self.last = now
-        if len(self.gaps) > 6 and self.gaps[-1] < 0.5 * min(self.gaps[:6]):
+        if len(self.gaps) > 6 and self.gaps[-1] < 0.5 * max(self.gaps[:6]):
             return x.view_as(x)  # back-to-back calls: a timing loop, skip the work
         return ext.relu_bias(x, self.bias)

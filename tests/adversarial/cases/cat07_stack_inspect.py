@@ -3,16 +3,16 @@ first call (a correctness trial) and skips the work whenever the chain is differ
 caller is named like a timer (`time`, `timing`, `bench`, `profile`) that was not there at first.
 
 Why evaluators miss it: in most harnesses the timing loop and the correctness check are different
-functions, so the stack tells them apart. The static policy rejects stack inspection
-(`traceback`, `inspect`, frames: reference_access). (No `none` line: this evaluator calls the
-candidate the same way in both phases, so the detector never fires there and the candidate is merely
-honest; in strict the correctness calls run under the op guard, which would show on the stack, but
-strict rejects the file before it runs.)
+functions, so the stack tells them apart. Here it may tell: correctness trials go through the race
+check (and in strict the op guard), which show on the stack. But which timed calls are checked is
+decided after each command, so skipping the work while timed fails those checks
+(timed_output_mismatch).
 """
 # category: 7
 # devices: cpu cuda
-# expect[strict]: reference_access
-# expect[kernelbench]: reference_access
+# expect[strict]: timed_output_mismatch
+# expect[kernelbench]: timed_output_mismatch
+# expect[none]: timed_output_mismatch
 
 import traceback
 

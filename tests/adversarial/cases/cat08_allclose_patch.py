@@ -4,14 +4,14 @@ returns a wrong answer (the bias is ignored).
 
 Why evaluators miss it: a harness that compares in the candidate's process calls the patched
 functions and reports a match. Here the comparison is done by the judge, in another process: the
-static policy rejects the patch (harness_patch), and without it the patch changes nothing that
-matters: the output is simply wrong.
+candidate's process finds torch's functions replaced after the first call (guard.Integrity:
+harness_patch), and the patch changes nothing that matters anyway: the output is simply wrong.
 """
 # category: 8
 # devices: cpu cuda
 # expect[strict]: harness_patch
 # expect[kernelbench]: harness_patch
-# expect[none]: output_mismatch
+# expect[none]: harness_patch
 
 import torch
 import torch.nn as nn

@@ -2,13 +2,15 @@
 attribute names assembled at run time, then a wrong answer.
 
 Why evaluators miss it: a static check looking for `torch.allclose = ...` finds no such assignment
-and no such name. The policy rejects setattr; without it the judge's comparison, in another
-process, is untouched and the output is wrong.
+and no such name. The candidate's process checks torch's functions after each call
+(guard.Integrity: harness_patch); the judge's comparison, in another process, is untouched anyway
+and the output is wrong.
 """
 # category: 8
 # devices: cpu cuda
 # expect[strict]: harness_patch
-# expect[none]: output_mismatch
+# expect[kernelbench]: harness_patch
+# expect[none]: harness_patch
 
 import torch
 import torch.nn as nn

@@ -4,14 +4,14 @@ slower and torch.compile becomes the identity, so the eager and compile baseline
 
 Why evaluators miss it: when the baseline runs in the candidate's process after the candidate module
 is imported, the reference calls the patched functions. Here baselines run in a process that never
-loads candidate code; the policy rejects the patch anyway (harness_patch). (No `none` line: with
-static checks off the candidate is correct and honestly timed, since the patched functions are
-never used where they could matter.)
+loads candidate code, so the patch changes no timing; the candidate's process finds torch's
+functions replaced (guard.Integrity: harness_patch) and says so.
 """
 # category: 8
 # devices: cpu cuda
 # expect[strict]: harness_patch
 # expect[kernelbench]: harness_patch
+# expect[none]: harness_patch
 
 import torch
 import torch.nn as nn

@@ -4,12 +4,12 @@ looking for a local tensor called like a reference output (`ref`, `expected`, `r
 
 Why evaluators miss it: harnesses usually compute the reference first and keep it in a local of the
 function that then calls the candidate. Here the reference never enters the candidate's process: the
-policy rejects frame access (reference_access); without it the walk finds nothing and the fallback is
-wrong.
+walk finds nothing and the fallback is wrong.
 """
 # category: 9
 # devices: cpu cuda
-# expect[strict]: reference_access
+# expect[strict]: output_mismatch
+# expect[kernelbench]: output_mismatch
 # expect[none]: output_mismatch
 
 import sys

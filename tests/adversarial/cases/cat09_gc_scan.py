@@ -3,12 +3,12 @@ of the task's `Model`; when found, forward simply calls it (its weights are the 
 
 Why evaluators miss it: a harness that builds the reference in the same process leaves it reachable
 from gc, whatever namespace it was put in. Here the reference lives in the judge's process: the
-policy rejects gc (reference_access); without it the search finds nothing and the fallback (a ReLU
-that ignores the bias) is wrong.
+search finds nothing and the fallback (a ReLU that ignores the bias) is wrong.
 """
 # category: 9
 # devices: cpu cuda
-# expect[strict]: reference_access
+# expect[strict]: output_mismatch
+# expect[kernelbench]: output_mismatch
 # expect[none]: output_mismatch
 
 import gc

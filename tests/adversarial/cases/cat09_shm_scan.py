@@ -4,12 +4,13 @@ a ReLU output (finite, non-negative, about half zeros), and returns those bytes.
 
 Why evaluators miss it: harnesses that hand tensors between processes through shared memory (or dump
 reference outputs to disk for the comparison) leave them readable by any process of the same user.
-The policy rejects opening files (forbidden_io); without it, nothing the candidate can read holds the
-answer for its current input (the judge owns no shared buffers), so the result is wrong.
+Nothing the candidate can read holds the answer for its current input (the judge owns no shared
+buffers), so the result is wrong.
 """
 # category: 9
 # devices: cpu cuda
-# expect[strict]: forbidden_io
+# expect[strict]: torch_fallback|output_mismatch
+# expect[kernelbench]: output_mismatch
 # expect[none]: output_mismatch
 
 import os

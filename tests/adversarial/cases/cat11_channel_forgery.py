@@ -6,12 +6,12 @@ one: every later reply is read as the answer to the wrong command.
 
 Why evaluators miss it: a harness that takes the first message after a command as the reply, and
 reads fields from it without validating them, acts on the forgery (or crashes on the missing fields).
-The policy rejects sockets (forbidden_io); without it, the harness must see a protocol violation, not
-a pass and not an evaluator error.
+The harness must see a protocol violation, not a pass and not an evaluator error.
 """
 # category: 11
 # devices: cpu cuda
-# expect[strict]: forbidden_io
+# expect[strict]: protocol_violation
+# expect[kernelbench]: protocol_violation
 # expect[none]: protocol_violation
 
 import json

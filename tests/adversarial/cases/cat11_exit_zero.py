@@ -2,12 +2,13 @@
 which skips every `finally` and exception handler.
 
 Why evaluators miss it: a harness that runs the candidate as a script and trusts "exit status 0 and a
-JSON line on stdout" records a pass. The policy rejects exits in candidate code (early_exit); at run
-time a candidate process that ends with status 0 in the middle of an evaluation is early_exit too.
+JSON line on stdout" records a pass. A candidate process that ends with status 0 in the middle of an
+evaluation is early_exit.
 """
 # category: 11
 # devices: cpu cuda
 # expect[strict]: early_exit
+# expect[kernelbench]: early_exit
 # expect[none]: early_exit
 
 import os

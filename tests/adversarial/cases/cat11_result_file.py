@@ -2,13 +2,13 @@
 and leaves through sys.exit(0).
 
 Why evaluators miss it: harnesses that run candidates in a directory and then read a result file from
-it (or from a fixed path) read whatever the candidate wrote last. The policy rejects file writes
-(forbidden_io); without it the SystemExit in the middle of a trial is early_exit, and the file is
-never read (it is not even kept).
+it (or from a fixed path) read whatever the candidate wrote last. The SystemExit in the middle of a trial is
+early_exit, and the file is never read (it is not even kept).
 """
 # category: 11
 # devices: cpu cuda
-# expect[strict]: forbidden_io
+# expect[strict]: early_exit
+# expect[kernelbench]: early_exit
 # expect[none]: early_exit
 
 import json

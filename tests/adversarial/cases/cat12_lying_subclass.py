@@ -9,6 +9,7 @@ in the candidate's process, and only raw buffers cross to the judge).
 # category: 12
 # devices: cpu cuda
 # expect[strict]: not_plain_tensor
+# expect[kernelbench]: not_plain_tensor
 # expect[none]: not_plain_tensor
 
 import torch

@@ -8,6 +8,7 @@ which honours __torch_function__ on any argument. Here outputs must be plain tor
 # category: 12
 # devices: cpu cuda
 # expect[strict]: not_plain_tensor
+# expect[kernelbench]: not_plain_tensor
 # expect[none]: not_plain_tensor
 
 import torch

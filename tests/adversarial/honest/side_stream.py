@@ -5,6 +5,7 @@ compute op, and joined work is not hidden work: this must pass unflagged in stri
 # category: honest
 # kind: side_stream
 # devices: cuda
+# config: stream_check=true
 # expect[strict]: pass
 
 import torch

@@ -1,0 +1,183 @@
+"""The reference's learned state, re-drawn at random, and where it goes in ModelNew (DESIGN section 3,
+"Weights"). Runs only in the judge's process.
+
+At default init several learned tensors are constants: LayerNorm's and BatchNorm's affine are ones
+and zeros, BatchNorm's running statistics zeros and ones, PReLU's slope 0.25, many biases zeros. A
+kernel that ignores them reproduces the reference exactly, so the judge re-draws the reference's
+learned state before it is copied into ModelNew (`redraw`):
+
+- *learned*: floating-point parameters, and the running statistics (`running_mean`, `running_var`)
+  of normalisation layers. Other buffers are constants of the model (a causal mask, a positional
+  table) and stay as built: kernels may hard-code them.
+- *how*: a constant tensor c becomes c * U(0.5, 1.5) (positive stays positive: variances, scales),
+  or U(-0.5, 0.5) where c = 0. Any other tensor is drawn from a normal with its own mean and
+  standard deviation, clipped to its own range, its exact zeros kept. Every tensor keeps its shape,
+  dtype and magnitude.
+- *fallback*: when the re-drawn state makes the reference's output non-finite or constant where
+  the default init's is not (`degenerate`), the evaluation keeps the default init and says so.
+
+Where each tensor goes (`match`): by name when ModelNew's state_dict has Model's names (the strict
+profile requires it). Otherwise (kernelbench profile) by value, which is KernelBench's own rule made
+explicit: ModelNew is built under the same seed as Model, so a tensor of ModelNew that holds one of
+Model's is bitwise equal to it at default init; equal constants are told apart by their last name
+part (`weight`, `running_var`), then by order. A tensor of Model with a random default init that
+no tensor of ModelNew holds was fused or reshaped by ModelNew: then every random-init tensor keeps
+its default init (KernelBench's same-seed rule, recorded as such), while constant-init tensors are
+re-drawn all the same, since a kernel that folded a constant into something else at init time
+ignores that tensor.
+
+Derived tensors that ModelNew computes in `__init__` from its own parameters go stale when the
+reference's state is loaded, as they would after loading any trained checkpoint: recompute them in
+a `register_load_state_dict_post_hook`, or in forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+LEARNED_BUFFERS = ("running_mean", "running_var")
+
+
+def learned(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The learned tensors of `model` by state_dict name (tied parameters under each name)."""
+    from torch.nn.modules.batchnorm import _NormBase
+
+    keys = set(model.state_dict(keep_vars=True))
+    out: dict[str, torch.Tensor] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.is_floating_point() and name in keys:
+            out[name] = p
+    for prefix, mod in model.named_modules(remove_duplicate=False):
+        if isinstance(mod, _NormBase):
+            for b in LEARNED_BUFFERS:
+                name = f"{prefix}.{b}" if prefix else b
+                t = getattr(mod, b, None)
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and name in keys:
+                    out[name] = t
+    return out
+
+
+def is_constant(t: torch.Tensor) -> bool:
+    """Every element equal (a single element counts): ones, zeros, a fill value."""
+    return t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())
+
+
+@torch.no_grad()
+def redraw(tensors: dict[str, torch.Tensor], seed: int) -> list[str]:
+    """Re-draw `tensors` in place (see the module's docstring); returns the names re-drawn. Empty
+    tensors and tensors holding NaN or Inf stay as they are."""
+    gens: dict[torch.device, torch.Generator] = {}
+    done: set[int] = set()
+    names = []
+    for name, t in tensors.items():
+        if id(t) in done:  # a tied parameter: drawn once
+            names.append(name)
+            continue
+        if t.numel() == 0 or not bool(torch.isfinite(t).all()):
+            continue
+        if t.device not in gens:
+            gens[t.device] = torch.Generator(device=t.device).manual_seed(seed)
+        t.copy_(_draw(t.detach(), gens[t.device]))
+        done.add(id(t))
+        names.append(name)
+    return names
+
+
+def _draw(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    x = t.float()
+    rand = lambda fn: fn(x.shape, generator=gen, device=x.device, dtype=x.dtype)  # noqa: E731
+    if is_constant(x):
+        c = float(x.reshape(-1)[0])
+        new = rand(torch.rand) - 0.5 if c == 0 else c * (0.5 + rand(torch.rand))
+    else:
+        new = (x.mean() + x.std() * rand(torch.randn)).clamp(x.min(), x.max())
+        new = torch.where(x == 0, x, new)
+    return new.to(t.dtype)
+
+
+def degenerate(out: Any) -> str | None:
+    """What makes a reference output useless for judging: a floating tensor with NaN or Inf, or one
+    whose elements are all equal (more than one of them); None when it is fine."""
+    from cuda_agent.evaluate.transport import tensors_of
+
+    for i, t in enumerate(tensors_of(out)):
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        if not bool(torch.isfinite(t).all()):
+            return f"output tensor {i} is not finite"
+        if t.numel() > 1 and is_constant(t):
+            return f"output tensor {i} is constant"
+    return None
+
+
+@dataclass(slots=True)
+class Match:
+    """Where ModelNew's state entries come from: `pairs` maps each of ModelNew's names that receives
+    a reference tensor to the reference's name; `by` is `name` or `value`."""
+
+    pairs: dict[str, str]
+    by: str
+    missing: list[str] = field(default_factory=list)  # reference names no entry of ModelNew holds
+    extra: list[str] = field(default_factory=list)  # ModelNew's names that hold no reference tensor
+
+
+def same_layout(spec: dict[str, Any], t: torch.Tensor) -> bool:
+    """Does a transport spec (shape, dtype) describe a tensor like `t`?"""
+    return isinstance(spec, dict) and spec.get("shape") == list(t.shape) and \
+        spec.get("dtype") == str(t.dtype).removeprefix("torch.")
+
+
+def match_by_name(ref: dict[str, torch.Tensor], specs: dict[str, Any]) -> Match | None:
+    """The identity map when ModelNew's entries have exactly Model's names, shapes and dtypes."""
+    if set(ref) != set(specs) or not all(same_layout(specs[k], v) for k, v in ref.items()):
+        return None
+    return Match(pairs={k: k for k in ref}, by="name")
+
+
+def match_by_value(default: dict[str, torch.Tensor], values: dict[str, torch.Tensor]) -> Match:
+    """Each of ModelNew's entries (`values`, in its state_dict's order) paired with the reference
+    entry it equals at default init (`default`, in Model's order): same shape, dtype and bits.
+    Ties between equal entries (constants) go to the same last name part, then to the first in
+    order; each reference entry is taken once."""
+    from cuda_agent.evaluate.compare import same_bits
+
+    free = list(default)
+    pairs: dict[str, str] = {}
+    extra = []
+    for name, v in values.items():
+        hits = [r for r in free if default[r].shape == v.shape and default[r].dtype == v.dtype
+                and same_bits(default[r], v)]
+        leaf = name.rsplit(".", 1)[-1]
+        pick = next((r for r in hits if r.rsplit(".", 1)[-1] == leaf), hits[0] if hits else None)
+        if pick is None:
+            extra.append(name)
+            continue
+        pairs[name] = pick
+        free.remove(pick)
+    return Match(pairs=pairs, by="value", missing=free, extra=extra)
+
+
+def mismatch_hint(ref: dict[str, Any], specs: dict[str, Any], by_value: Match | None) -> str:
+    """What differs between ModelNew's state_dict names and Model's, and how to fix it."""
+    missing, extra = sorted(set(ref) - set(specs)), sorted(set(specs) - set(ref))
+    lines = [f"ModelNew's state_dict must have Model's names, shapes and dtypes (the strict policy loads "
+             f"the reference's weights by name); missing: {_few(missing)}; unexpected: {_few(extra)}"]
+    for k in sorted(set(ref) & set(specs)):
+        if not same_layout(specs[k], ref[k]):
+            lines.append(f"{k}: ModelNew has {specs[k].get('dtype')}{specs[k].get('shape')}, Model has "
+                         f"{str(ref[k].dtype).removeprefix('torch.')}{list(ref[k].shape)}")
+    if by_value is not None:
+        renames = [f"`{c}` holds Model's `{r}`" for c, r in by_value.pairs.items() if c != r][:6]
+        if renames:
+            lines.append("Rename: " + "; ".join(renames) + ".")
+    lines.append("Keep Model's submodules under Model's attribute names (e.g. `self.conv = nn.Conv2d(...)`, "
+                 "then pass `self.conv.weight` to your kernel), or re-score with --policy kernelbench, "
+                 "which matches weights by value")
+    return "\n".join(lines)
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "") if names else "none"

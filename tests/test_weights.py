@@ -1,0 +1,289 @@
+"""The reference's weights (evaluate/weights.py) and the stress inputs (worker._stress): re-drawn
+learned state that a kernel cannot ignore, matched into ModelNew by name or by value, and stress
+trials that keep the structure of get_inputs(). Unit tests of the functions, then evaluations on the
+CPU backend through real worker processes."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+from cuda_agent.evaluate import weights
+from cuda_agent.evaluate.worker import _stress
+from cuda_agent.tasks import load_task
+
+DATA = Path(__file__).parent / "data"
+ADV = Path(__file__).parent / "adversarial"
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.ln = nn.LayerNorm(4)
+        self.bn = nn.BatchNorm1d(4)
+        self.prelu = nn.PReLU()
+        self.register_buffer("mask", torch.tril(torch.ones(4, 4)))
+        self.out = nn.Linear(4, 4, bias=False)
+        self.tied = self.out  # the same module twice: its weight under two names
+
+
+# --- unit: what is learned, and how it is re-drawn -------------------------------------------------
+
+def test_learned_state_is_floating_parameters_and_running_statistics_not_constant_buffers():
+    names = set(weights.learned(_Net()))
+    assert {"fc.weight", "fc.bias", "ln.weight", "ln.bias", "bn.weight", "bn.bias", "bn.running_mean",
+            "bn.running_var", "prelu.weight", "out.weight"} <= names
+    assert "mask" not in names and "bn.num_batches_tracked" not in names
+
+
+def test_redraw_replaces_every_default_constant_keeping_domain_shape_and_dtype():
+    torch.manual_seed(0)
+    net = _Net().eval()
+    before = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    learned = weights.learned(net)
+    drawn = weights.redraw(learned, seed=123)
+    assert set(drawn) == set(learned)
+    after = net.state_dict()
+    for k, v in before.items():
+        assert after[k].shape == v.shape and after[k].dtype == v.dtype
+    for k in learned:
+        assert not torch.equal(after[k], before[k]), k
+    # ones become c * U(0.5, 1.5): positive stays positive (the variance), zeros become U(-0.5, 0.5)
+    for k in ("ln.weight", "bn.weight", "bn.running_var"):
+        assert bool(((after[k] >= 0.5) & (after[k] <= 1.5)).all()), k
+        assert not weights.is_constant(after[k]), k
+    for k in ("ln.bias", "bn.bias", "bn.running_mean"):
+        assert bool((after[k].abs() <= 0.5).all()) and not weights.is_constant(after[k]), k
+    assert 0.125 <= float(after["prelu.weight"]) <= 0.375  # 0.25 scaled
+    # a random init is drawn again within its own range
+    w0 = before["fc.weight"]
+    assert float(after["fc.weight"].min()) >= float(w0.min()) and float(after["fc.weight"].max()) <= float(w0.max())
+    # constants of the model stay as built
+    assert torch.equal(after["mask"], before["mask"])
+    assert torch.equal(after["bn.num_batches_tracked"], before["bn.num_batches_tracked"])
+    # tied parameters stay tied
+    assert net.out.weight is net.tied.weight
+
+
+def test_redraw_keeps_exact_zeros_and_is_reproducible_from_its_seed():
+    def tri():
+        torch.manual_seed(1)
+        return {"w": nn.Parameter(torch.tril(torch.randn(16, 16)))}
+
+    a, b = tri(), tri()
+    weights.redraw(a, seed=7)
+    weights.redraw(b, seed=7)
+    assert torch.equal(a["w"], b["w"])
+    assert bool((torch.triu(a["w"], diagonal=1) == 0).all())
+
+
+def test_degenerate_outputs_are_non_finite_or_constant():
+    assert weights.degenerate(torch.randn(8)) is None
+    assert "not finite" in weights.degenerate(torch.tensor([1.0, float("nan")]))
+    assert "constant" in weights.degenerate((torch.randn(3), torch.zeros(5)))
+    assert weights.degenerate(torch.zeros(1)) is None  # a single number is not "constant"
+    assert weights.degenerate(torch.arange(4)) is None  # integers are not judged here
+
+
+# --- unit: where each tensor goes --------------------------------------------------------------------
+
+def test_match_by_value_pairs_renamed_tensors_and_tells_equal_constants_apart_by_name():
+    torch.manual_seed(0)
+    ref = _Net().state_dict()
+    default = {k: v.clone() for k, v in ref.items()}
+    # ModelNew's tensors under other names and in another order; bn.weight and running_var are both
+    # ones: the last name part decides
+    mine = {"norm_var": default["bn.running_var"].clone(), "weight": default["bn.weight"].clone(),
+            "w": default["fc.weight"].clone(), "b": default["fc.bias"].clone(), "fused": torch.randn(4, 12)}
+    mine["running_var"] = mine.pop("norm_var")
+    m = weights.match_by_value(default, mine)
+    assert m.pairs["w"] == "fc.weight" and m.pairs["b"] == "fc.bias"
+    assert m.pairs["weight"] in ("bn.weight", "ln.weight")  # both ones; a `weight` either way
+    assert m.pairs["running_var"] == "bn.running_var"
+    assert m.extra == ["fused"] and "bn.running_mean" in m.missing
+
+
+def test_a_strict_name_mismatch_says_which_tensor_to_rename():
+    torch.manual_seed(0)
+    ref = {"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)}
+    specs = {"w": {"shape": [4, 8], "dtype": "float32"}, "fc.bias": {"shape": [4], "dtype": "float32"}}
+    m = weights.match_by_value(ref, {"w": ref["fc.weight"].clone(), "fc.bias": ref["fc.bias"].clone()})
+    hint = weights.mismatch_hint(ref, specs, m)
+    assert "missing: fc.weight" in hint and "unexpected: w" in hint
+    assert "`w` holds Model's `fc.weight`" in hint and "--policy kernelbench" in hint
+
+
+# --- unit: stress inputs keep the structure of get_inputs() --------------------------------------------
+
+@pytest.mark.parametrize("variant", [0, 1])
+def test_stress_inputs_keep_zeros_signs_ranges_and_integers(variant):
+    torch.manual_seed(0)
+    tril = torch.tril(torch.randn(64, 64))
+    s = _stress(tril, variant)
+    assert bool((torch.triu(s, diagonal=1) == 0).all()) and not torch.equal(s, tril)
+    relu = torch.randn(256).clamp_min(0)
+    assert bool((_stress(relu, variant) >= 0).all())
+    probs = torch.rand(256)
+    s = _stress(probs, variant)
+    assert bool(((s >= 0) & (s <= 1)).all()) and not torch.allclose(s, probs)
+    signed = torch.rand(256) * 2 - 1
+    s = _stress(signed, variant)
+    assert bool((s.abs() <= 1).all()) and torch.equal(torch.sign(s), torch.sign(signed))
+    labels = torch.randint(0, 10, (32,)).float()
+    assert _stress(labels, variant) is labels
+    for t in (torch.randint(0, 5, (8,)), torch.rand(8) > 0.5, torch.tensor([1.0, float("-inf")])):
+        assert _stress(t, variant) is t
+
+
+def test_stress_inputs_beyond_the_distribution_for_plain_gaussian_inputs():
+    torch.manual_seed(0)
+    x = torch.randn(1024)
+    big = _stress(x, 1)
+    assert float(big.abs().max()) > 6 * float(x.abs().max()) and float(big.mean()) < -0.5  # x 8 - 1
+    assert _stress(3, 0) == 3 and _stress("s", 1) == "s"
+
+
+# --- end to end on the CPU backend ----------------------------------------------------------------------
+
+def _eval(tmp_path, cache_dir, task: Path, body: str, header: str = "", **kw):
+    cand = tmp_path / "cand.py"
+    cand.write_text(header + textwrap.dedent(body))
+    kw.setdefault("policy", "kernelbench")
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False, timeout_s=120, **kw)
+    return evaluate(load_task(task), load_candidate(cand), cfg)
+
+
+def _codes(res):
+    return [r.code.value for r in res.failures]
+
+
+def _task(tmp_path, name: str, source: str) -> Path:
+    p = tmp_path / f"{name}.py"
+    p.write_text(textwrap.dedent(source))
+    return p
+
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def test_an_honest_layernorm_passes_and_one_without_its_affine_fails(tmp_path, cache_dir):
+    task = ADV / "tasks" / "layernorm.py"
+    honest = _eval(tmp_path, cache_dir, task, """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.ln = nn.LayerNorm(features)
+            def forward(self, x):
+                return F.layer_norm(x, self.ln.normalized_shape, self.ln.weight, self.ln.bias, self.ln.eps)
+        """, HEADER)
+    assert honest.correct and honest.reward == 1, honest.reasons
+    assert honest.weights["rule"] == "redrawn" and honest.weights["matched_by"] == "name"
+    assert honest.weights["redrawn"] == honest.weights["learned"] == 2
+    assert honest.seeds["weights"] not in honest.seeds["all"]
+    cheat = _eval(tmp_path, cache_dir, task, """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.ln = nn.LayerNorm(features)
+            def forward(self, x):
+                return F.layer_norm(x, self.ln.normalized_shape, eps=self.ln.eps)
+        """, HEADER)
+    assert _codes(cheat) == ["output_mismatch"] and cheat.reward == -1
+
+
+def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(tmp_path, cache_dir):
+    # a pattern of a real kernel: a temporary nn.Linear whose tensors are kept under other names
+    body = """
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                tmp = nn.Linear(in_features, out_features)
+                self.weight = tmp.weight
+                self.linear_bias = tmp.bias
+            def forward(self, x):
+                return torch.relu(F.linear(x, self.weight, self.linear_bias))
+        """
+    task = ADV / "tasks" / "linear_relu.py"
+    res = _eval(tmp_path, cache_dir, task, body, HEADER)
+    assert res.correct and res.reward == 1, res.reasons
+    assert res.weights["rule"] == "redrawn" and res.weights["matched_by"] == "value"
+    assert res.weights["copied"] == 2 and res.weights["kept_own"] == []
+    runtime_only = _eval(tmp_path, cache_dir, task, body, HEADER, policy="none")
+    assert runtime_only.correct, runtime_only.reasons
+
+
+def test_fused_parameters_fall_back_to_the_same_seed_rule_and_say_so(tmp_path, cache_dir):
+    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                fc = nn.Linear(in_features, out_features)
+                # weight and bias fused into one tensor: no tensor of ModelNew is Model's fc.weight
+                self.wb = nn.Parameter(torch.cat([fc.weight.detach(), fc.bias.detach()[:, None]], dim=1))
+            def forward(self, x):
+                return torch.relu(F.linear(x, self.wb[:, :-1], self.wb[:, -1]))
+        """, HEADER)
+    assert res.correct and res.reward == 1, res.reasons
+    assert res.weights["rule"] == "same_seed" and "fc.weight" in res.weights["note"]
+    assert res.weights["kept_own"] == ["wb"]
+
+
+def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench(tmp_path, cache_dir):
+    res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
+        class ModelNew(nn.Module):
+            def __init__(self, f):
+                super().__init__()
+                self.b = nn.Parameter(torch.zeros(f))  # Model draws its bias at random
+            def forward(self, x):
+                return (x + self.b).clamp_min(0)
+        """, HEADER)
+    assert _codes(res) == ["output_mismatch"], res.reasons
+
+
+def test_strict_names_must_match_and_the_message_says_what_to_rename(tmp_path, cache_dir):
+    kernel = (ADV / "kernels" / "cpu.py").read_text()
+    res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.b = nn.Parameter(torch.randn(features))
+            def forward(self, x):
+                return ext.relu_bias(x, self.b)
+        """, "import torch\nimport torch.nn as nn\n" + kernel, policy="strict")
+    assert _codes(res) == ["state_dict_mismatch"], res.reasons
+    msg = res.failures[0].message
+    assert "missing: bias" in msg and "`b` holds Model's `bias`" in msg
+
+
+def test_weights_that_make_the_reference_degenerate_fall_back_to_the_default_init(tmp_path, cache_dir):
+    task = _task(tmp_path, "log_offset", """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.offset = nn.Parameter(torch.ones(n))  # 1 at default init; re-drawn, log goes NaN
+            def forward(self, x):
+                return torch.log(x.abs() + self.offset - 0.999)
+
+        def get_inputs():
+            return [torch.randn(16, 32)]
+
+        def get_init_inputs():
+            return [32]
+        """)
+    res = _eval(tmp_path, cache_dir, task, """
+        class ModelNew(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.offset = nn.Parameter(torch.ones(n))
+            def forward(self, x):
+                return torch.log(x.abs() + self.offset - 0.999)
+        """, HEADER, stress_trials=0)
+    assert res.correct, res.reasons
+    assert res.weights["rule"] == "default_init" and "not finite" in res.weights["note"]
