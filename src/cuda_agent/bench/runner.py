@@ -5,8 +5,6 @@ outcomes the metrics are computed from.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -28,8 +26,7 @@ NO_SOLUTION = "no_solution"  # the reason counted for a task that has no candida
 
 
 def candidate_sha(c: Candidate) -> str:
-    body = json.dumps({"model_new": c.model_new, "kernels": c.kernels}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()
+    return c.sha256
 
 
 def run_params(taskset: str, tasks: list[Task], solutions: str, device: str, config: EvalConfig) -> dict[str, Any]:
@@ -50,7 +47,8 @@ def run(store: Store, name: str, solutions: list[Solution], evaluator: Evaluator
         rescore: bool = False, progress: Progress | None = None) -> int:
     """Evaluate the solutions of run `name` not yet stored (all of them with `rescore`); returns
     how many were evaluated. Each verdict is committed as it arrives; on an interrupt the queued
-    evaluations are dropped and what was stored stays."""
+    evaluations are dropped, the running ones are waited for and stored (the pool waits for them as
+    it closes anyway), and a second interrupt gives those up."""
     progress = progress or Progress()
     done = set() if rescore else store.done(name)
     pending = [s for s in solutions if (s.task.id, s.sample) not in done]
@@ -67,16 +65,27 @@ def run(store: Store, name: str, solutions: list[Solution], evaluator: Evaluator
             continue
         futures[evaluator.submit(sol.task, cand)] = (sol, candidate_sha(cand))
     evaluated = len(pending) - len(futures)
+    kept: set[Future] = set()
+
+    def keep(fut: Future) -> None:
+        nonlocal evaluated
+        sol, sha = futures[fut]
+        res = fut.result()
+        _put(store, name, sol, sha, res)
+        kept.add(fut)
+        evaluated += 1
+        progress.advance(sol, res)
+
     try:
         for fut in as_completed(futures):
-            sol, sha = futures[fut]
-            res = fut.result()
-            _put(store, name, sol, sha, res)
-            evaluated += 1
-            progress.advance(sol, res)
+            keep(fut)
+    except KeyboardInterrupt:  # queued evaluations go; the running ones finish and are stored
+        for fut in as_completed([f for f in futures if not f.cancel() and f not in kept]):
+            keep(fut)
+        raise
     finally:
         for fut in futures:
-            fut.cancel()  # an interrupt: queued evaluations go, running ones finish or are killed
+            fut.cancel()
     return evaluated
 
 

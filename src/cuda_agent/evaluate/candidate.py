@@ -8,6 +8,8 @@ holding only these files and builds with its own fixed binding files.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,12 @@ class Candidate:
     @property
     def compiled_sources(self) -> list[str]:
         return sorted(n for n in self.kernels if n.endswith(COMPILED_SUFFIXES))
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the trusted sources: two candidates with the same sources are the same."""
+        body = json.dumps({"model_new": self.model_new, "kernels": self.kernels}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()
 
 
 def _read(path: Path) -> str:

@@ -565,7 +565,11 @@ class _Evaluation:
         stage_dir.mkdir()
         stage(self.cand, stage_dir)
         self.tmp, self.shm = tmp, shm
-        self.env = {"TORCH_EXTENSIONS_DIR": str(cfg.cache_dir / "torch_extensions"), "TMPDIR": str(tmp)}
+        # A folder of torch's extension cache per candidate: model-written kernels name their
+        # load_inline extensions alike ("matmul_cuda"), and two of them built at once into one
+        # folder break each other's build; the same candidate again finds its build.
+        ext_dir = cfg.cache_dir / "torch_extensions" / self.cand.sha256[:16]
+        self.env = {"TORCH_EXTENSIONS_DIR": str(ext_dir), "TMPDIR": str(tmp)}
         if self.gpu is not None:
             self.env["CUDA_VISIBLE_DEVICES"] = self.gpu
         t0 = time.monotonic()
