@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (nvidia-h200 will do): our verdicts on the real-world corpus
+# (benchmarks/corpus.py run: `cuda-agent bench` per corpus run, resuming the stores in .corpus/runs),
+# stopped in time by DEADLINE, then the stores and the comparison with KernelBench's verdicts into $OUT.
+# Here first: python benchmarks/corpus.py select && python benchmarks/corpus.py stage
+#   device run: bash benchmarks/device_corpus.sh   (carry .corpus)
+# then here:   python benchmarks/corpus.py restore --from FILES_AT && python benchmarks/corpus.py report
+# (the next call carries .corpus again, stores included, and goes on where this one stopped; the build
+# cache, .cache/corpus, stays on the machine only while it is warm).
+# DEADLINE (default 540): seconds from the start by which the run has stopped; GRACE (default 60): how
+# long before it bench is stopped (SIGTERM: it stores the evaluations in flight, then exits; killed at
+# the deadline); JOBS (default 8): bench --jobs; DEVICE (default cuda; cpu: a dry run of the flow without a
+# GPU, where these CUDA kernels cannot build). Extra arguments go to corpus.py run (e.g. --runs NAME);
+# without any, bench gets --no-compile-baseline (the comparison is about verdicts, and torch.compile's
+# warm-up per task would cost most of a call; every defence stays on, the timed calls included), as
+# the stores of 2026-12-01 were made: a resume must pass bench the same arguments.
+set -uo pipefail
+export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/corpus"
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+[ -f .corpus/selection.jsonl ] || { echo "device_corpus.sh: no .corpus/selection.jsonl: run corpus.py select and stage here, then carry .corpus"; exit 2; }
+t0=$(date +%s)
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
+args=("$@"); [ ${#args[@]} -eq 0 ] && args=(-- --no-compile-baseline)
+python3 benchmarks/corpus.py run --cli "python3 -m cuda_agent" --device "${DEVICE:-cuda}" --jobs "${JOBS:-8}" \
+    --deadline $(( ${DEADLINE:-540} - ($(date +%s) - t0) )) --grace "${GRACE:-60}" "${args[@]}" > "$OUT/corpus_run.log" 2>&1
+echo "corpus.py run: rc $? in $(( $(date +%s) - t0 )) s"
+[ -d .corpus/runs ] && tar czf "$OUT/corpus-runs.tar.gz" -C .corpus runs  # the stores (RUN.sqlite), bench's logs (RUN.log)
+grep "bench exited\|error\|deadline" "$OUT/corpus_run.log" | head -5
+sed -n '/^stores in/,$p' "$OUT/corpus_run.log"
+python3 benchmarks/corpus.py report --dir "$OUT/report" 2>&1 | tail -12
