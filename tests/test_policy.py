@@ -47,6 +47,8 @@ def forward(expr_lines: str, prelude: str = "") -> str:
      "reference_access", "reference_access"),
     (forward("return x", prelude="import ctypes\nlibc = ctypes.CDLL(None)\nlibc.ptrace(16, 1, 0, 0)\n"),
      "reference_access", "reference_access"),
+    (forward("return x", prelude="import ctypes\nlibc = ctypes.CDLL(None)\nlibc.mprotect(0, 4096, 7)\n"),
+     "reference_access", "reference_access"),
     # honest code that earlier rules rejected (real model-written kernels do each of these):
     # clocks to pick the faster of two implementations once
     (forward("return x", prelude="import time\nt0 = time.perf_counter()\nDT = time.perf_counter() - t0\n"),

@@ -57,8 +57,9 @@ ESCAPE_CALLS: dict[str, str] = {
 }
 ESCAPE_KWARGS = {"start_new_session", "process_group"}  # subprocess.Popen's ways out of the group
 # Another process's memory (the judge holds the reference's outputs) through ptrace-like calls or
-# /proc/<pid>/mem: the same user may do it where the kernel's ptrace restriction is off.
-MEMORY_NAMES = {"ptrace", "process_vm_readv", "process_vm_writev"}
+# /proc/<pid>/mem: the same user may do it where the kernel's ptrace restriction is off; and
+# rewriting loaded code (mprotect, e.g. through ctypes), which no check of this process would see.
+MEMORY_NAMES = {"ptrace", "process_vm_readv", "process_vm_writev", "mprotect"}
 PROC_PATH = re.compile(r"^/proc/(?!self\b|thread-self\b|cpuinfo$|meminfo$|stat$|version$)")
 
 # In strict, compute libraries other than the candidate's own extension are a PyTorch fallback too.
