@@ -16,17 +16,13 @@ from cuda_agent.bench.metrics import Outcome, best_of, metrics
 from cuda_agent.bench.solutions import Solution
 from cuda_agent.bench.store import Record, Store
 from cuda_agent.errors import CandidateError
-from cuda_agent.evaluate import Candidate, Code, EvalConfig, EvalResult, load_candidate
+from cuda_agent.evaluate import Code, EvalConfig, EvalResult, load_candidate
 from cuda_agent.evaluate.baselines import PROTOCOL
 from cuda_agent.evaluate.evaluator import EvaluatorBase
 from cuda_agent.tasks import Task
 
 VERSION = f"{__version__}+timing{PROTOCOL}"  # stored with every verdict: which evaluator gave it
 NO_SOLUTION = "no_solution"  # the reason counted for a task that has no candidate at all
-
-
-def candidate_sha(c: Candidate) -> str:
-    return c.sha256
 
 
 def run_params(taskset: str, tasks: list[Task], solutions: str, device: str, config: EvalConfig) -> dict[str, Any]:
@@ -63,7 +59,7 @@ def run(store: Store, name: str, solutions: list[Solution], evaluator: Evaluator
             _put(store, name, sol, "", res)
             progress.advance(sol, res)
             continue
-        futures[evaluator.submit(sol.task, cand)] = (sol, candidate_sha(cand))
+        futures[evaluator.submit(sol.task, cand)] = (sol, cand.sha256)
     evaluated = len(pending) - len(futures)
     kept: set[Future] = set()
 
@@ -116,7 +112,7 @@ def run_agent(store: Store, name: str, tasks: list[Task], client, episode_cfg, o
             for fut in as_completed(futures):
                 task, ws, res = fut.result()
                 sol = Solution(task, 0, ws)
-                _put(store, name, sol, candidate_sha(load_candidate(ws)) if (ws / "model_new.py").exists() else "", res)
+                _put(store, name, sol, load_candidate(ws).sha256 if (ws / "model_new.py").exists() else "", res)
                 ran += 1
                 progress.advance(sol, res)
         finally:

@@ -46,6 +46,19 @@ class Violation:
             f"{self.file}:{self.line}: {self.message}"
 
 
+# The rules of every profile, each with its code and why, for Python and C++ alike (docs/threat-model.md,
+# "Static rules").
+RULES: dict[str, tuple[Code, str]] = {
+    "process_escape": (Code.FORBIDDEN_IO, "a process that leaves its process group outlives the evaluation"),
+    "signals": (Code.FORBIDDEN_IO, "signals reach the judge and the harness, which run as the same user"),
+    "process_memory": (Code.REFERENCE_ACCESS, "it reads or rewrites the memory of another process (the judge, "
+                       "through ptrace or /proc/<pid>/: only /proc/self/ and /proc/cpuinfo may be read) or of "
+                       "loaded code"),
+    "native_threads": (Code.HIDDEN_WORK, "a native thread started outside forward can compute from the input "
+                       "buffers before the timed call, and at run time it looks like the OpenMP pool torch "
+                       "starts itself; use OpenMP (CPU) or CUDA streams"),
+}
+
 # --- Python -----------------------------------------------------------------------------------------
 
 # Every profile. A process of the candidate's that leaves its process group outlives the evaluation
@@ -117,6 +130,10 @@ class _PyChecker(ast.NodeVisitor):
     def flag(self, node: ast.AST, code: Code, rule: str, message: str) -> None:
         self.out.append(Violation(code, self.file, getattr(node, "lineno", 0), message, rule))
 
+    def flag_rule(self, node: ast.AST, rule: str, what: str) -> None:
+        code, why = RULES[rule]
+        self.flag(node, code, rule, f"{what} is not allowed in a candidate: {why}")
+
     # imports (strict: compute libraries)
     def _module(self, node: ast.AST, name: str, alias: str | None) -> None:
         if self.profile == "strict":
@@ -148,14 +165,9 @@ class _PyChecker(ast.NodeVisitor):
 
     # every profile: leaving the process group, signals, other processes' memory
     def _escape_name(self, node: ast.AST, name: str) -> None:
-        if name in ESCAPE_CALLS:
-            rule = ESCAPE_CALLS[name]
-            why = ("a process that leaves its process group outlives the evaluation" if rule == "process_escape"
-                   else "signals reach the judge and the harness, which run as the same user")
-            self.flag(node, Code.FORBIDDEN_IO, rule, f"`{name}` is not allowed in a candidate: {why}")
-        elif name in MEMORY_NAMES:
-            self.flag(node, Code.REFERENCE_ACCESS, "process_memory",
-                      f"`{name}` is not allowed in a candidate: it reads or writes another process's memory")
+        rule = ESCAPE_CALLS.get(name) or ("process_memory" if name in MEMORY_NAMES else None)
+        if rule is not None:
+            self.flag_rule(node, rule, f"`{name}`")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in MEMORY_NAMES or (node.attr in ESCAPE_CALLS and _dotted(node.value) in ("os", "signal")):
@@ -167,15 +179,12 @@ class _PyChecker(ast.NodeVisitor):
             if CPP_HINT.search(node.value):
                 self.cpp_strings.append((node.lineno, node.value))
             if PROC_PATH.match(node.value):
-                self.flag(node, Code.REFERENCE_ACCESS, "process_memory",
-                          f"the path {node.value[:40]!r} is not allowed in a candidate: /proc/<pid>/ holds other "
-                          "processes' memory (only /proc/self/ and /proc/cpuinfo may be read)")
+                self.flag_rule(node, "process_memory", f"the path {node.value[:40]!r}")
 
     def visit_Call(self, node: ast.Call) -> None:
         for kw in node.keywords:
             if kw.arg in ESCAPE_KWARGS and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
-                self.flag(kw.value, Code.FORBIDDEN_IO, "process_escape", f"`{kw.arg}=` is not allowed in a "
-                          "candidate: a process that leaves its process group outlives the evaluation")
+                self.flag_rule(kw.value, "process_escape", f"`{kw.arg}=`")
         if self.in_forward and self.profile == "strict":
             self._strict_call(node)
         self.generic_visit(node)
@@ -254,19 +263,13 @@ def _root_name(node: ast.AST) -> str | None:
 
 # --- C++ / CUDA -------------------------------------------------------------------------------------
 
-# Every profile: (pattern, code, rule, why). See docs/threat-model.md ("Static rules").
-_CPP_RULES: list[tuple[re.Pattern[str], Code, str, str]] = [
-    (re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b"), Code.HIDDEN_WORK, "native_threads",
-     "a native thread started outside forward can compute from the input buffers before the timed call, and "
-     "at run time it looks like the OpenMP pool torch starts itself; use OpenMP (CPU) or CUDA streams"),
-    (re.compile(r"\bptrace\b|\bprocess_vm_(read|write)v\b|\bmprotect\b"), Code.REFERENCE_ACCESS, "process_memory",
-     "it reads or rewrites the memory of another process (the judge) or of loaded code"),
-    (re.compile(r"\bsetsid\s*\(|\bsetpgid\s*\(|\bsetpgrp\s*\(|\bdaemon\s*\("), Code.FORBIDDEN_IO, "process_escape",
-     "a process that leaves its process group outlives the evaluation"),
-    (re.compile(r"\bkill\s*\(|\bkillpg\s*\(|\bpthread_kill\b|\btgkill\b"), Code.FORBIDDEN_IO, "signals",
-     "signals reach the judge and the harness, which run as the same user"),
-    (re.compile(r"\"/proc/(?!self\b|thread-self\b|cpuinfo\"|meminfo\")"), Code.REFERENCE_ACCESS, "process_memory",
-     "/proc/<pid>/ holds other processes' memory (only /proc/self/ and /proc/cpuinfo may be read)"),
+# Every profile: (pattern, rule of RULES).
+_CPP_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b"), "native_threads"),
+    (re.compile(r"\bptrace\b|\bprocess_vm_(read|write)v\b|\bmprotect\b"), "process_memory"),
+    (re.compile(r"\bsetsid\s*\(|\bsetpgid\s*\(|\bsetpgrp\s*\(|\bdaemon\s*\("), "process_escape"),
+    (re.compile(r"\bkill\s*\(|\bkillpg\s*\(|\bpthread_kill\b|\btgkill\b"), "signals"),
+    (re.compile(r"\"/proc/(?!self\b|thread-self\b|cpuinfo\"|meminfo\")"), "process_memory"),
 ]
 # torch:: / at:: names allowed in the extension in strict: types, allocation, streams, guards.
 CPP_ALLOWED = {
@@ -300,7 +303,8 @@ def check_cpp(source: str, file: str, profile: str, line0: int = 1) -> list[Viol
     def at(pos: int) -> int:
         return line0 + text.count("\n", 0, pos)
 
-    for pattern, code, rule, why in _CPP_RULES:
+    for pattern, rule in _CPP_RULES:
+        code, why = RULES[rule]
         for m in pattern.finditer(text):
             out.append(Violation(code, file, at(m.start()), f"`{m.group(0).strip()}`: {why}", rule))
     if profile == "strict":

@@ -126,8 +126,9 @@ class Match:
 
 def same_layout(spec: dict[str, Any], t: torch.Tensor) -> bool:
     """Does a transport spec (shape, dtype) describe a tensor like `t`?"""
-    return isinstance(spec, dict) and spec.get("shape") == list(t.shape) and \
-        spec.get("dtype") == str(t.dtype).removeprefix("torch.")
+    from cuda_agent.evaluate.transport import dtype_name
+
+    return isinstance(spec, dict) and spec.get("shape") == list(t.shape) and spec.get("dtype") == dtype_name(t.dtype)
 
 
 def match_by_name(ref: dict[str, torch.Tensor], specs: dict[str, Any]) -> Match | None:
@@ -162,13 +163,15 @@ def match_by_value(default: dict[str, torch.Tensor], values: dict[str, torch.Ten
 
 def mismatch_hint(ref: dict[str, Any], specs: dict[str, Any], by_value: Match | None) -> str:
     """What differs between ModelNew's state_dict names and Model's, and how to fix it."""
+    from cuda_agent.evaluate.transport import dtype_name
+
     missing, extra = sorted(set(ref) - set(specs)), sorted(set(specs) - set(ref))
     lines = [f"ModelNew's state_dict must have Model's names, shapes and dtypes (the strict policy loads "
              f"the reference's weights by name); missing: {_few(missing)}; unexpected: {_few(extra)}"]
     for k in sorted(set(ref) & set(specs)):
         if not same_layout(specs[k], ref[k]):
             lines.append(f"{k}: ModelNew has {specs[k].get('dtype')}{specs[k].get('shape')}, Model has "
-                         f"{str(ref[k].dtype).removeprefix('torch.')}{list(ref[k].shape)}")
+                         f"{dtype_name(ref[k].dtype)}{list(ref[k].shape)}")
     if by_value is not None:
         renames = [f"`{c}` holds Model's `{r}`" for c, r in by_value.pairs.items() if c != r][:6]
         if renames:

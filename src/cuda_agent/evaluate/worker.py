@@ -645,7 +645,7 @@ class Runner:
                     if failure := og.verdict():
                         raise failure
             else:  # only the calls between the harness's clock readings
-                self.outs[key], t = timed_call(self.timer, self.model, args, spin=not guarded)
+                self.outs[key], t = timed_call(self.timer, self.model, args)
             ms.append(t)
         started = _threads() - before
         self.calls += 1
@@ -722,22 +722,24 @@ class StreamCheck:
             self.hold_fn = None
 
     def call(self, timer: Any, fn: Any, args: list[Any]) -> tuple[Any, float]:
+        """A correctness trial's `timed_call` of `fn`, with the hold before it and the snapshot
+        right after it, before the synchronize."""
         import torch
 
         from cuda_agent.evaluate.compare import same_bits
 
         caller = torch.cuda.current_stream()
-        timer.flush()
-        timer.touch(False)
-        with torch.no_grad():
+        snaps: list[tuple[int, Any, Any]] = []
+
+        def held(*a: Any) -> Any:
             if self.hold_fn is not None:
                 with torch.cuda.stream(self.stream):
                     self.hold_fn(self.hold_in, ns=STREAM_HOLD_MS * 1e6 / HOLD_ELEMENTS_PER_THREAD)
-            t0 = time.perf_counter()
-            out = fn(*args)
-            snaps = self._snapshot(out, caller)
-            timer.sync(False)
-            ms = (time.perf_counter() - t0) * 1e3
+            out = fn(*a)
+            snaps.extend(self._snapshot(out, caller))
+            return out
+
+        out, ms = timed_call(timer, held, args, spin=False)
         for i, region, early in snaps:
             if not same_bits(region.cpu(), early):
                 raise Failure(Code.STREAM_RACE,
