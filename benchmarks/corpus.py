@@ -31,7 +31,10 @@ in .corpus/, which the call carries both ways, and the stores come back through 
    `classification` column merged from the hand-edited `classification.md` beside the report (a
    template is written when there is none; it is never overwritten), and the joined rows as
    `rows.jsonl`.
-5. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
+5. `forget [--codes C,..] [--infra]`: drop the stored verdicts with those reason codes (default
+   out_of_memory) or of kind infra, so the next `run` evaluates them again: verdicts that runs
+   made before the GPU's gate held across processes (two benches at once) may owe them to a neighbour.
+6. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
    holding it or *.sqlite files) into .corpus/runs, so `report` reads them and the next call carries
    them. A store with fewer verdicts than the one here is not taken unless --force.
 
@@ -272,6 +275,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     end = t0 + args.deadline if args.deadline else None
     done = {run: stored(runs_dir / f"{run}.sqlite", run, todo[run]) for run in runs}
+    if args.group:
+        runs = group_of(runs, {run: len(todo[run]) - done[run] for run in runs}, *args.group)
+        todo = {run: todo[run] for run in runs}
+        done = {run: done[run] for run in runs}
+        total = sum(len(v) for v in todo.values())
     failed = []
     console.print(f"{sum(done.values())} of {total} staged kernels already have a verdict in {shown(runs_dir)}")
     for i, run in enumerate(runs, 1):
@@ -311,6 +319,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     left = total - sum(done.values())
     console.print(f"{left} kernel(s) to go: run again to resume" if left else "every staged kernel has a verdict")
     return 1 if failed else 0
+
+
+def group_of(runs: list[str], left: dict[str, int], i: int, n: int) -> list[str]:
+    """The runs of group `i` of `n` (1-based): the runs with kernels left, largest first, each to the
+    group with the fewest kernels left so far; groups of one call (same stores) never overlap, so
+    `n` of these `run`s may go at once (they share the GPU lock through the cache directory)."""
+    load = [0] * n
+    mine: set[str] = set()
+    for run in sorted((r for r in runs if left[r] > 0), key=lambda r: (-left[r], runs.index(r))):
+        k = load.index(min(load))
+        load[k] += left[run]
+        if k == i - 1:
+            mine.add(run)
+    return [r for r in runs if r in mine]
+
+
+def _group(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected I/N with 1 <= I <= N, e.g. 1/2")
+    return int(m.group(1)), int(m.group(2))
 
 
 def count(run: str, db: Path, todo: dict, done: dict, total: int, t0: float) -> None:
@@ -617,6 +646,30 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Drop stored verdicts that a neighbour may have caused, so the next `run` evaluates them again."""
+    runs_dir = at_root(args.runs_dir)
+    codes = set(args.codes.split(","))
+    dropped = []
+    for db in sorted(runs_dir.glob("*.sqlite")):
+        verdicts(db)  # a store of ours, or a clear error
+        con = sqlite3.connect(db)
+        with con:
+            for run, task, sample, result in con.execute("SELECT run, task, sample, result FROM results").fetchall():
+                reasons = json.loads(result).get("reasons") or []
+                hit = [r["code"] for r in reasons if r.get("code") in codes or (args.infra and r.get("kind") == "infra")]
+                if hit:
+                    con.execute("DELETE FROM results WHERE run = ? AND task = ? AND sample = ?", (run, task, sample))
+                    dropped.append((run, task, hit[0]))
+        con.close()
+    table = Table("run", "task", "code", title=f"{len(dropped)} verdict(s) dropped from {shown(runs_dir)}",
+                  title_justify="left")
+    for row in dropped:
+        table.add_row(*row)
+    console.print(table)
+    return 0
+
+
 def verdicts(db: Path) -> int:
     try:
         with Store(db) as store:
@@ -662,6 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--staged", type=Path, default=STAGED, help=f"the folder `stage` filled (default: {STAGED})")
     q.add_argument("--runs-dir", type=Path, default=None, help="the stores, RUN.sqlite (default: STAGED/runs)")
     q.add_argument("--runs", default=None, help="only these corpus runs, comma-separated")
+    q.add_argument("--group", type=_group, default=None, metavar="I/N",
+                   help="only group I of N of the runs with kernels left, balanced by kernels left; N `run`s "
+                   "with --group 1/N .. N/N may go at once (device_corpus.sh: CONCURRENT)")
     q.add_argument("--device", choices=["cuda", "cpu", "auto"], default="cuda", help="bench --device (default cuda)")
     q.add_argument("--policy", choices=["kernelbench", "strict", "none"], default="kernelbench",
                    help="bench --policy (default kernelbench: KernelBench's rules, every cheating check on)")
@@ -689,6 +745,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--classification", type=Path, default=None,
                    help="the hand-edited classification table (default: DIR/classification.md)")
     q.set_defaults(func=cmd_report)
+
+    q = sub.add_parser("forget", help="drop stored verdicts a neighbour may have caused (run evaluates them again)",
+                       epilog="example: python benchmarks/corpus.py forget --codes out_of_memory --infra")
+    q.add_argument("--codes", default="out_of_memory", help="reason codes, comma-separated (default out_of_memory)")
+    q.add_argument("--infra", action="store_true", help="also every verdict with a reason of kind infra")
+    q.add_argument("--runs-dir", type=Path, default=STAGED / "runs",
+                   help=f"the stores, RUN.sqlite (default: {STAGED / 'runs'})")
+    q.set_defaults(func=cmd_forget)
 
     q = sub.add_parser("restore", help="put the stores a device call returned into .corpus/runs",
                        epilog="example: python benchmarks/corpus.py restore --from FILES_AT")

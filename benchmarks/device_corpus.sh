@@ -9,7 +9,8 @@
 # cache, .cache/corpus, stays on the machine only while it is warm).
 # DEADLINE (default 540): seconds from the start by which the run has stopped; GRACE (default 60): how
 # long before it bench is stopped (SIGTERM: it stores the evaluations in flight, then exits; killed at
-# the deadline); JOBS (default 8): bench --jobs; DEVICE (default cuda; cpu: a dry run of the flow without a
+# the deadline); JOBS (default 8): bench --jobs; CONCURRENT (default 2): how many
+# `corpus.py run --group I/N` go at once (each JOBS evaluations); DEVICE (default cuda; cpu: a dry run of the flow without a
 # GPU, where these CUDA kernels cannot build). Extra arguments go to corpus.py run (e.g. --runs NAME);
 # without any, bench gets --no-compile-baseline (the comparison is about verdicts, and torch.compile's
 # warm-up per task would cost most of a call; every defence stays on, the timed calls included), as
@@ -21,10 +22,16 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 t0=$(date +%s)
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
 args=("$@"); [ ${#args[@]} -eq 0 ] && args=(-- --no-compile-baseline)
-python3 benchmarks/corpus.py run --cli "python3 -m cuda_agent" --device "${DEVICE:-cuda}" --jobs "${JOBS:-8}" \
-    --deadline $(( ${DEADLINE:-540} - ($(date +%s) - t0) )) --grace "${GRACE:-60}" "${args[@]}" > "$OUT/corpus_run.log" 2>&1
-echo "corpus.py run: rc $? in $(( $(date +%s) - t0 )) s"
+n=${CONCURRENT:-2}
+for i in $(seq 1 "$n"); do  # n groups of corpus runs at once (disjoint stores; one GPU lock in the cache dir)
+    python3 benchmarks/corpus.py run --cli "python3 -m cuda_agent" --device "${DEVICE:-cuda}" --jobs "${JOBS:-8}" \
+        --group "$i/$n" --deadline $(( ${DEADLINE:-540} - ($(date +%s) - t0) )) --grace "${GRACE:-60}" "${args[@]}" \
+        > "$OUT/corpus_run_$i.log" 2>&1 &
+done
+wait
+echo "corpus.py run x$n: done in $(( $(date +%s) - t0 )) s"
+for i in $(seq 1 "$n"); do
+    grep "bench exited\|error\|deadline" "$OUT/corpus_run_$i.log" | head -5
+done
 [ -d .corpus/runs ] && tar czf "$OUT/corpus-runs.tar.gz" -C .corpus runs  # the stores (RUN.sqlite), bench's logs (RUN.log)
-grep "bench exited\|error\|deadline" "$OUT/corpus_run.log" | head -5
-sed -n '/^stores in/,$p' "$OUT/corpus_run.log"
 python3 benchmarks/corpus.py report --dir "$OUT/report" 2>&1 | tail -12

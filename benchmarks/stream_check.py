@@ -2,13 +2,19 @@
 the hold kernel and for forwards that leave work on an unjoined stream or join it back, how often
 a race was reported over N tries, with the hold on and off.
 
-    python benchmarks/stream_check.py [--tries 20] [--numel 16384]
+    python benchmarks/stream_check.py [--tries 20]
+    python benchmarks/stream_check.py --candidate KERNEL.py --task TASK.py [--tries 5]
 
 What it measures:
 - the hold's compile time (NVRTC, once per process) and how long one hold keeps the SMs (events);
 - whether a kernel launched on another stream right after the hold waits for it;
 - detection of an unjoined side stream (must be every try) and of a joined one (must be none), for
   a small and a large output.
+
+With --candidate and --task (a KernelBench task file and a ModelNew file for it, e.g. a corpus
+kernel): an honest kernel through StreamCheck.call, each of hold off/on x snapshot off/on in a
+process of its own (a fault is sticky), its output compared with the reference's each try; a
+line per variant: tries passed, races reported, or the error that ended the process.
 """
 
 from __future__ import annotations
@@ -29,7 +35,14 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tries", type=int, default=20)
+    ap.add_argument("--candidate", type=Path, default=None, help="a ModelNew file (with --task)")
+    ap.add_argument("--task", type=Path, default=None, help="its KernelBench task file")
+    ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # hold,snapshot in 0/1: one child
     args = ap.parse_args()
+    if args.candidate or args.task:
+        if not (args.candidate and args.task):
+            ap.error("--candidate and --task go together")
+        return variant(args) if args.variant else candidate(args)
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     t0 = time.perf_counter()
@@ -94,6 +107,71 @@ def main() -> int:
                       f"{caught}/{args.tries}{'' if ok else '  <-- WRONG'}")
             check.hold_fn = fn
     return 1 if fails else 0
+
+
+def candidate(args) -> int:
+    """Each variant in a child process; a line per variant."""
+    import subprocess
+
+    bad = 0
+    for hold in (0, 1):
+        for snap in (0, 1):
+            cmd = [sys.executable, __file__, "--candidate", str(args.candidate), "--task", str(args.task),
+                   "--tries", str(args.tries), "--variant", f"{hold},{snap}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            last = (proc.stdout.strip().splitlines() or [""])[-1]
+            if proc.returncode != 0:
+                err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
+                last = f"FAILED (rc {proc.returncode}): {' | '.join(err)}"
+                bad += 1
+            print(f"hold {'on ' if hold else 'off'} snapshot {'on ' if snap else 'off'}: {last}", flush=True)
+    return 1 if bad else 0
+
+
+def variant(args) -> int:
+    import importlib.util
+
+    import torch
+
+    from cuda_agent.evaluate import worker
+    from cuda_agent.evaluate.timing import Timer
+
+    hold, snap = (v == "1" for v in args.variant.split(","))
+
+    def module(path: Path, name: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    task, cand = module(args.task, "task"), module(args.candidate, "model_new")
+    torch.manual_seed(0)
+    ref = task.Model(*task.get_init_inputs()).to(dev)
+    torch.manual_seed(0)
+    new = cand.ModelNew(*task.get_init_inputs()).to(dev)
+    check, timer = worker.StreamCheck(dev), Timer(dev)
+    if not hold:
+        check.hold_fn = None
+    if not snap:
+        check._snapshot = lambda out, caller: []
+    passed = races = 0
+    for i in range(args.tries):
+        torch.manual_seed(i)
+        inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+        with torch.no_grad():
+            want = ref(*inputs)
+            try:
+                got, _ = check.call(timer, new, inputs)
+            except worker.Failure as f:
+                races += 1
+                print(f"try {i}: {f.code.value}: {str(f)[:200]}", flush=True)
+                continue
+        torch.cuda.synchronize()
+        passed += bool(torch.allclose(got, want, atol=1e-2, rtol=1e-2))
+    print(f"{passed}/{args.tries} tries right, {races} race(s) reported")
+    return 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ import asyncio
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -371,6 +374,42 @@ def test_gate_runs_a_solo_with_nobody_else_inside():
     assert solo == [1], seen  # alone: nobody else inside when it entered
     order = [kind for kind, _ in seen]
     assert order.index("solo") == 3, order  # later arrivals waited for the waiting solo
+
+
+def test_a_solo_waits_for_and_keeps_out_the_jobs_of_another_process(tmp_path):
+    """Two processes sharing a cache directory (two `bench` on one GPU): a solo in one waits until
+    the other's job has left the device, and the other's next job waits until the solo is done."""
+    from cuda_agent.evaluate.locks import DeviceLock, Gate
+
+    lock = DeviceLock.of(tmp_path, "cuda", "0", role="gate")
+    log = tmp_path / "log"
+    other = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "src")!r})
+        from cuda_agent.evaluate.locks import DeviceLock, Gate
+        gate = Gate(DeviceLock({lock.base!r}))
+        def note(what):
+            with open({str(log)!r}, "a") as f:
+                f.write(f"{{what}} {{time.monotonic():.3f}}\\n")
+        with gate.shared():
+            note("in1"); time.sleep(0.6); note("out1")
+        time.sleep(0.1)
+        with gate.shared():
+            note("in2")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", other])
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "in1" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate = Gate(lock)
+    with gate.alone():
+        entered = time.monotonic()
+        time.sleep(0.5)
+        left = time.monotonic()
+    assert proc.wait(30) == 0
+    marks = {k: float(v) for k, v in (line.split() for line in log.read_text().splitlines())}
+    assert entered >= marks["out1"], (entered, marks)  # the solo waited for the other process's job
+    assert marks["in2"] >= left, (left, marks)  # and kept its next one out meanwhile
 
 
 def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, monkeypatch):

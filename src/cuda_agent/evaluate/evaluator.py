@@ -96,7 +96,7 @@ class Evaluator(EvaluatorBase):
                                    lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
-        self._gates = {g: Gate() for g in self.gpus}
+        self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
@@ -141,8 +141,9 @@ class Evaluator(EvaluatorBase):
             with gate.shared():
                 res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                   background_teardown=True).run()
-            # Several evaluations at a time on one GPU: a neighbour may have taken what it lacked.
-            if _short_of_resources(res) and self.jobs > len(self.gpus):
+            # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
+            # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
+            if _short_of_resources(res):
                 with gate.alone():
                     with self._lock:
                         self.reruns += 1

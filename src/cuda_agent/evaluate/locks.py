@@ -11,6 +11,11 @@ the turnstile, so a stream of readers cannot starve timing.
 
 The lock is two files (`flock`) under the cache directory, so it holds across every process of the
 machine that shares the cache; this module imports nothing heavy, for the workers' sake.
+
+`Gate` is the admission of whole evaluations to a device, for the second try, alone, of one that
+ran short of memory beside others: a lock of the same kind (its own files), held shared for a
+whole evaluation and exclusively by the second try, so that neighbours in other processes (two
+`cuda-agent bench` on one GPU, reward workers) leave the device to it too.
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ class DeviceLock:
         self.base = str(base)
 
     @classmethod
-    def of(cls, cache_dir: str | os.PathLike, device: str, gpu: str | None = None) -> "DeviceLock":
+    def of(cls, cache_dir: str | os.PathLike, device: str, gpu: str | None = None,
+           role: str = "device") -> "DeviceLock":
         """The lock of GPU `gpu` (an index or UUID as CUDA_VISIBLE_DEVICES names it) when `device` is
-        "cuda", else of the CPU backend, shared by every process using `cache_dir`."""
+        "cuda", else of the CPU backend, shared by every process using `cache_dir`. `role`: "device"
+        (timing) or "gate" (`Gate`'s admission of evaluations), two independent locks."""
         name = f"cuda-{gpu}" if device == "cuda" else "cpu"
-        return cls(Path(cache_dir) / "locks" / f"device-{name}")
+        return cls(Path(cache_dir) / "locks" / f"{role}-{name}")
 
     def _open(self) -> tuple:
         Path(self.base).parent.mkdir(parents=True, exist_ok=True)
@@ -51,14 +58,14 @@ class DeviceLock:
             raise
 
     @contextlib.contextmanager
-    def exclusive(self, timeout: float) -> Iterator[None]:
+    def exclusive(self, timeout: float, poll: float = 0.002) -> Iterator[None]:
         """Held alone: no other evaluation uses the device meanwhile."""
         turn, main = self._open()
         with turn, main:
             end = time.monotonic() + timeout
-            _acquire(turn, fcntl.LOCK_EX, end)
+            _acquire(turn, fcntl.LOCK_EX, end, poll)
             try:
-                _acquire(main, fcntl.LOCK_EX, end)
+                _acquire(main, fcntl.LOCK_EX, end, poll)
             finally:
                 fcntl.flock(turn, fcntl.LOCK_UN)  # readers may queue on `main` again
             try:
@@ -115,16 +122,22 @@ def _acquire(f, mode: int, end: float, poll: float = 0.002) -> None:
 
 
 class Gate:
-    """Admission of work to one device within a process (threads): jobs share it (`shared`); a job
-    run `alone` waits until the running ones are done and keeps new ones out until it ends (waiting
-    solos go first: no starvation). For a second try, alone, of a job that ran out of memory beside
-    others (`Evaluator`, the synth probes)."""
+    """Admission of work to one device: jobs share it (`shared`); a job run `alone` waits until the
+    running ones are done and keeps new ones out until it ends (waiting solos go first: no
+    starvation). For a second try, alone, of a job that ran out of memory beside others
+    (`Evaluator`, the synth probes). Within a process by a condition; with `lock` (a DeviceLock of
+    role "gate"), across the processes that share it as well: the threads of this process first,
+    then the lock's files, so a solo here also waits for, and keeps out, other processes' jobs."""
 
-    def __init__(self) -> None:
+    WAIT_S = 7 * 24 * 3600.0  # the file lock's wait: as long as the jobs ahead take
+    POLL_S = 0.05  # a waiting job polls the file lock this often (whole evaluations are slow)
+
+    def __init__(self, lock: DeviceLock | None = None) -> None:
         self._cond = threading.Condition()
-        self.running = 0  # evaluations inside, shared or alone
+        self.running = 0  # jobs of this process inside, shared or alone
         self._solos = 0  # runs alone, waiting or inside
         self._solo_inside = False
+        self.lock = lock
 
     @contextlib.contextmanager
     def shared(self):
@@ -132,7 +145,11 @@ class Gate:
             self._cond.wait_for(lambda: self._solos == 0)
             self.running += 1
         try:
-            yield
+            if self.lock is None:
+                yield
+            else:
+                with self.lock.shared(self.WAIT_S, poll=self.POLL_S):
+                    yield
         finally:
             with self._cond:
                 self.running -= 1
@@ -146,7 +163,11 @@ class Gate:
             self.running += 1
             self._solo_inside = True
         try:
-            yield
+            if self.lock is None:
+                yield
+            else:
+                with self.lock.exclusive(self.WAIT_S, poll=self.POLL_S):
+                    yield
         finally:
             with self._cond:
                 self.running -= 1

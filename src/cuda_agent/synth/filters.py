@@ -103,8 +103,7 @@ class ProbePool:
         self._all: list[_Worker] = []
         self._guard = threading.Lock()
         slots = [gpus[i % len(gpus)] for i in range(workers)]
-        self._gates = {g: Gate() for g in set(slots)}
-        self._shared = {g: slots.count(g) > 1 for g in set(slots)}  # other probes on the same device
+        self._gates = {g: Gate(DeviceLock.of(lock_dir, device, g, role="gate")) for g in set(slots)}
         self.reruns = 0  # drafts probed again alone after running out of memory beside others
         for w in _start_all(slots, log):
             self._all.append(w)
@@ -118,7 +117,8 @@ class ProbePool:
         gate = self._gates[worker.gpu]
         with gate.shared():
             reply = worker.ask(req, self.timeout_s)
-        if reply is not None and reply.get("reason") == "out_of_memory" and self._shared[worker.gpu]:
+        # a neighbour (a probe here, or any work of another process on the device) may have held it
+        if reply is not None and reply.get("reason") == "out_of_memory":
             with gate.alone():
                 with self._guard:
                     self.reruns += 1
