@@ -35,8 +35,8 @@ in .corpus/, which the call carries both ways, and the stores come back through 
    out_of_memory) or of kind infra, so the next `run` evaluates them again: verdicts that runs
    made before the GPU's gate held across processes (two benches at once) may owe them to a neighbour.
 6. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
-   holding it or *.sqlite files) into .corpus/runs, so `report` reads them and the next call carries
-   them. A store with fewer verdicts than the one here is not taken unless --force.
+   holding it or *.sqlite files) into .corpus/runs, and the tasks' memory needs into
+   .corpus/memory, so `report` reads them and the next call carries them. A store with fewer verdicts than the one here is not taken unless --force.
 
 Relative paths in arguments are taken from the repository root, wherever the script is started.
 Each subcommand has --help with an example.
@@ -621,7 +621,12 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 with tarfile.open(archive) as tar:
                     for m in tar.getmembers():
                         name = Path(m.name).name
-                        if m.isfile() and (name.endswith(".sqlite") or name.endswith(".log")):
+                        if m.isfile() and Path(m.name).parent.name == "memory" and name.endswith(".json"):
+                            memory_dir = runs_dir.parent / "memory"  # the tasks' memory needs, as measured
+                            memory_dir.mkdir(parents=True, exist_ok=True)
+                            with tar.extractfile(m) as f, (memory_dir / name).open("wb") as g:
+                                shutil.copyfileobj(f, g)
+                        elif m.isfile() and (name.endswith(".sqlite") or name.endswith(".log")):
                             target = Path(tmp) / name
                             with tar.extractfile(m) as f, target.open("wb") as g:
                                 shutil.copyfileobj(f, g)

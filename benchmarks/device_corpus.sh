@@ -20,6 +20,7 @@ export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/co
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 [ -f .corpus/selection.jsonl ] || { echo "device_corpus.sh: no .corpus/selection.jsonl: run corpus.py select and stage here, then carry .corpus"; exit 2; }
 t0=$(date +%s)
+mkdir -p "$CUDA_AGENT_CACHE" && [ -d .corpus/memory ] && cp -r .corpus/memory "$CUDA_AGENT_CACHE/"  # tasks' memory needs
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
 args=("$@"); [ ${#args[@]} -eq 0 ] && args=(-- --no-compile-baseline)
 n=${CONCURRENT:-2}
@@ -33,5 +34,7 @@ echo "corpus.py run x$n: done in $(( $(date +%s) - t0 )) s"
 for i in $(seq 1 "$n"); do
     grep "bench exited\|error\|deadline" "$OUT/corpus_run_$i.log" | head -5
 done
-[ -d .corpus/runs ] && tar czf "$OUT/corpus-runs.tar.gz" -C .corpus runs  # the stores (RUN.sqlite), bench's logs (RUN.log)
+[ -d "$CUDA_AGENT_CACHE/memory" ] && cp -r "$CUDA_AGENT_CACHE/memory" .corpus/
+# the stores (RUN.sqlite), bench's logs (RUN.log), the tasks' memory needs (memory/*.json: the next call admits by them)
+[ -d .corpus/runs ] && tar czf "$OUT/corpus-runs.tar.gz" -C .corpus runs $( [ -d .corpus/memory ] && echo memory )
 python3 benchmarks/corpus.py report --dir "$OUT/report" 2>&1 | tail -12

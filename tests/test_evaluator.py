@@ -551,3 +551,43 @@ def test_gpu_pool_verdicts_through_kept_judges_and_warmed_spares(tmp_path, warm_
     assert results[1].failures[0].code is Code.OUTPUT_MISMATCH
     assert all(r.reward >= 1 for r in results if r.correct)
     assert stats["judges_reused"] >= 1, stats
+
+
+def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path):
+    """Jobs whose promised memory would exceed the budget wait; a job larger than the whole budget
+    still runs, with nothing else promised; a dead process's promise is dropped."""
+    from cuda_agent.evaluate.locks import MemoryLedger
+
+    ledger = MemoryLedger(tmp_path / "memory.json", budget=100)
+    seen, guard = [], threading.Lock()
+
+    def job(name: str, need: int) -> None:
+        with ledger.hold(need):
+            with guard:
+                seen.append((name, ledger.promised()))
+            time.sleep(0.3)
+
+    threads = [threading.Thread(target=job, args=(n, need)) for n, need in
+               (("a", 60), ("b", 30), ("c", 60), ("huge", 250))]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join(30)
+    promised = dict(seen)
+    assert promised["a"] == 60 and promised["b"] == 90, seen  # a and b fit together
+    assert promised["c"] <= 100 and promised["huge"] == 250, seen  # c waited; huge ran with nothing else
+    assert ledger.promised() == 0
+    (tmp_path / "memory.json").write_text('{"999999999:1:1": 90}')  # a holder whose process is gone
+    assert ledger.promised() == 0
+
+
+def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):
+    from cuda_agent.evaluate import memory
+
+    source = "class Model: ..."
+    assert memory.need(tmp_path, source) == 0  # not measured: admitted at once
+    memory.record(tmp_path, source, in_bytes=4 << 30, out_bytes=1 << 30)
+    want = memory.IN_COPIES * (4 << 30) + memory.OUT_COPIES * (1 << 30) + memory.CONTEXTS
+    assert memory.need(tmp_path, source) == want
+    assert memory.need(tmp_path, source + " ") == 0  # another task

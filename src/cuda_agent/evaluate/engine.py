@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.evaluate import policy
+from cuda_agent.evaluate import memory, policy
 from cuda_agent.evaluate.baselines import BaselineCache, Baselines, baseline_candidate, baseline_key
 from cuda_agent.evaluate.baselines import now as baselines_now
 from cuda_agent.evaluate.build import BuildResult, _package_root, build_extension
@@ -720,6 +720,8 @@ class _Evaluation:
         if self.batch is None:
             self.batch = _batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
                                      self.cfg.batch_calls, BATCH_BYTES[self.device])
+            if self.device == "cuda":  # what the next evaluation of this task is admitted by
+                memory.record(self.cfg.cache_dir, self.task.source, prep["in_bytes"], prep["out_bytes"])
         live = []
         for (trial, _, _), slot, p in zip(items, slots, prep["items"]):
             if p["skip"]:

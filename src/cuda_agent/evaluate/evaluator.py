@@ -11,15 +11,20 @@ over the GPUs, least busy first; every evaluation still gets fresh processes of 
 serves one evaluation only). Builds run on the CPU while other evaluations use the GPU. Each GPU has
 a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have the GPU to themselves,
 while the other evaluations' trials and checks share it between timings and their builds go on
-beside. Neighbours can still crowd each other out of GPU memory: an evaluation that fails for want of
-a resource (out of memory, or any infra-kind reason such as a reference that could not allocate its
-inputs) while it shared its GPU is run again alone on it (`locks.Gate`), and that verdict stands.
+beside. An evaluation is admitted to a GPU only when the memory its task needs (`memory.need`, learned
+from the task's first evaluation) fits beside what the evaluations running there were promised, in
+every process sharing the cache directory (`locks.MemoryLedger`). Neighbours can still crowd each
+other out (a task not measured yet, a candidate that allocates more than the reference): an
+evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
+reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
+processes too), and that verdict stands.
 `evaluate()` of the package is the one-shot form of the same thing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +34,8 @@ from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
-from cuda_agent.evaluate.locks import DeviceLock, Gate
+from cuda_agent.evaluate import memory
+from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
 from cuda_agent.evaluate.result import Code, EvalResult, Kind
 from cuda_agent.tasks import Task
 
@@ -97,6 +103,9 @@ class Evaluator(EvaluatorBase):
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
         self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}
+        self._ledgers: dict[str | None, MemoryLedger | None] = {
+            g: MemoryLedger(DeviceLock.of(self.config.cache_dir, "cuda", g, role="memory").base + ".json", room)
+            if g is not None and (room := memory.budget(g)) else None for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
@@ -137,8 +146,10 @@ class Evaluator(EvaluatorBase):
             gpu = min(self.gpus, key=lambda g: self._busy[g])
             self._busy[gpu] += 1
         gate = self._gates[gpu]
+        ledger = self._ledgers[gpu]
+        need = memory.need(cfg.cache_dir, task.source) if ledger is not None else 0
         try:
-            with gate.shared():
+            with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
                 res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                   background_teardown=True).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the

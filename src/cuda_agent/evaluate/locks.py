@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import time
@@ -174,3 +175,81 @@ class Gate:
                 self._solos -= 1
                 self._solo_inside = False
                 self._cond.notify_all()
+
+
+class MemoryLedger:
+    """Device memory promised to the evaluations running on one GPU, across every process that
+    shares the cache directory: a JSON map {holder: bytes} in a file, read and written under an
+    exclusive flock. `hold(need)` waits until what is promised plus `need` fits in `budget` bytes
+    (or nothing else is promised: a job larger than the budget runs alone rather than never), then
+    promises it for the job's length. Holders of processes that have died are dropped. A need of 0
+    (a task not yet measured) is admitted at once; if it then runs short beside others, its second
+    try alone (`Gate`) is what measures it."""
+
+    POLL_S = 0.1
+
+    def __init__(self, path: str | os.PathLike, budget: int) -> None:
+        self.path = Path(path)
+        self.budget = budget
+        self.waited_s = 0.0  # time jobs spent waiting for memory, over all holds
+
+    @contextlib.contextmanager
+    def hold(self, need: int) -> Iterator[None]:
+        if need <= 0:
+            yield
+            return
+        me = f"{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
+
+        def admit(held: dict[str, int]) -> bool:
+            if held and sum(held.values()) + need > self.budget:
+                return False
+            held[me] = need
+            return True
+
+        t0 = time.monotonic()
+        while not self._update(admit):
+            time.sleep(self.POLL_S)
+        self.waited_s += time.monotonic() - t0
+        try:
+            yield
+        finally:
+            self._update(lambda held: held.pop(me, None) is not None)
+
+    def promised(self) -> int:
+        """Bytes promised now (to live holders)."""
+        seen: dict[str, int] = {}
+        self._update(lambda held: seen.update(held) or False)
+        return sum(seen.values())
+
+    def _update(self, change) -> bool:
+        """Under the flock: read the map, drop dead holders, call `change(map)`; write the map back
+        when it returns True, and return that."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                f.seek(0)
+                try:
+                    held = {k: int(v) for k, v in json.loads(f.read() or "{}").items()}
+                except (ValueError, TypeError, AttributeError):
+                    held = {}  # a torn or foreign file: start again (holders re-promise on their next job)
+                held = {k: v for k, v in held.items() if _alive(k)}
+                ok = bool(change(held))
+                if ok:
+                    f.seek(0)
+                    f.truncate()
+                    f.write(json.dumps(held))
+                    f.flush()
+                return ok
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _alive(holder: str) -> bool:
+    try:
+        os.kill(int(holder.split(":", 1)[0]), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True

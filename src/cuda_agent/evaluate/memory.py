@@ -1,0 +1,60 @@
+"""How much device memory an evaluation of a task needs, so that the Evaluator admits to a GPU only
+what fits (`locks.MemoryLedger`) instead of letting evaluations run out of memory beside each other
+and drain the pool for second tries alone.
+
+What a task needs is learned from its first evaluation: the judge reports the bytes of one call's
+inputs and reference output (`prepare`), recorded per task under the cache directory. An
+evaluation holds those about `IN_COPIES` and `OUT_COPIES` times across its processes at its peak
+(judge: inputs, the reference's copy of them, the reference output, the received output, the
+comparison's temporaries; candidate: its input slot and output; a baseline runner: one call's
+inputs and output), plus a CUDA context per process. A task not measured yet needs 0: it is
+admitted at once and measured by that evaluation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from cuda_agent.evaluate.device import nvidia_smi
+
+IN_COPIES, OUT_COPIES = 3, 5
+CONTEXTS = 3 * (512 << 20)  # judge, candidate and one baseline runner, each with its CUDA context
+BUDGET_FRACTION = 0.9  # of the GPU's memory promised at most (the rest: fragmentation, the driver)
+
+
+def _path(cache_dir: str | os.PathLike, source: str) -> Path:
+    return Path(cache_dir) / "memory" / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
+
+
+def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: int) -> None:
+    """Remember the bytes of one call's inputs and output of the task with this source."""
+    path = _path(cache_dir, source)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"in_bytes": int(in_bytes), "out_bytes": int(out_bytes)}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache: every evaluation of the task is admitted unmeasured
+
+
+def need(cache_dir: str | os.PathLike, source: str) -> int:
+    """Bytes of device memory an evaluation of the task is expected to hold at its peak; 0 when it
+    has not been measured."""
+    try:
+        rec = json.loads(_path(cache_dir, source).read_text())
+        return IN_COPIES * int(rec["in_bytes"]) + OUT_COPIES * int(rec["out_bytes"]) + CONTEXTS
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def budget(gpu: str) -> int | None:
+    """Bytes the evaluations on GPU `gpu` (index or UUID) may be promised, or None where nvidia-smi
+    cannot tell its memory."""
+    line = nvidia_smi("--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", str(gpu))
+    try:
+        return int(float(line) * BUDGET_FRACTION) << 20 if line else None
+    except ValueError:
+        return None
