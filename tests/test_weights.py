@@ -287,3 +287,31 @@ def test_weights_that_make_the_reference_degenerate_fall_back_to_the_default_ini
         """, HEADER, stress_trials=0)
     assert res.correct, res.reasons
     assert res.weights["rule"] == "default_init" and "not finite" in res.weights["note"]
+
+
+def test_value_matching_follows_a_parameter_kept_in_another_shape():
+    """A (1, C, 1, 1) constant kept as (C,) and a one-element random (1, 1, 1) kept as (1,): paired
+    through the reshape, and the reference's tensor reaches ModelNew in ModelNew's shape."""
+    torch.manual_seed(0)
+    default = {"scale": torch.ones(1, 8, 1, 1), "bias": torch.randn(1, 1, 1), "w": torch.randn(8, 8)}
+    mine = {"scale": torch.ones(8), "bias": default["bias"].reshape(1).clone(), "w_t": default["w"].t().clone()}
+    m = weights.match_by_value(default, mine)
+    assert m.pairs == {"scale": "scale", "bias": "bias"}  # a transpose is not the same order: no pair
+    assert m.extra == ["w_t"] and m.missing == ["w"]
+    redrawn = default["scale"] * 1.3
+    assert weights.fit(redrawn, mine["scale"].shape).shape == (8,)
+    assert torch.equal(weights.fit(redrawn, mine["scale"].shape), redrawn.reshape(8))
+
+
+def test_equal_constants_follow_the_layer_they_follow_in_both_models():
+    """Two conv + norm blocks that ModelNew declares in the other order: each norm's ones go to the
+    norm after the convolution that ModelNew's block holds, not to the first free ones of Model."""
+    torch.manual_seed(0)
+    default = {"conv_a.weight": torch.randn(8, 8), "bn_a.weight": torch.ones(8),
+               "conv_b.weight": torch.randn(8, 8), "bn_b.weight": torch.ones(8)}
+    mine = {"second.conv.weight": default["conv_b.weight"].clone(), "second.bn.weight": torch.ones(8),
+            "first.conv.weight": default["conv_a.weight"].clone(), "first.bn.weight": torch.ones(8)}
+    m = weights.match_by_value(default, mine)
+    assert m.pairs == {"second.conv.weight": "conv_b.weight", "second.bn.weight": "bn_b.weight",
+                       "first.conv.weight": "conv_a.weight", "first.bn.weight": "bn_a.weight"}
+    assert not m.missing and not m.extra

@@ -140,25 +140,63 @@ def match_by_name(ref: dict[str, torch.Tensor], specs: dict[str, Any]) -> Match 
 
 def match_by_value(default: dict[str, torch.Tensor], values: dict[str, torch.Tensor]) -> Match:
     """Each of ModelNew's entries (`values`, in its state_dict's order) paired with the reference
-    entry it equals at default init (`default`, in Model's order): same shape, dtype and bits.
-    Ties between equal entries (constants) go to the same last name part, then to the first in
-    order; each reference entry is taken once."""
+    entry it equals at default init (`default`, in Model's order): same shape, dtype and bits, or
+    failing that, the same elements in the same order under another shape (a reshape: a
+    (1, C, 1, 1) scale kept as (C,), a (1, 1, 1) bias as (1,); the reference's tensor then reaches
+    ModelNew reshaped, `fit`). Each reference entry is taken once.
+
+    First the entries that say which one they are: the one of Model's with the same name, or the
+    only one of Model's with that value (random-init weights). Then the rest, equal constants
+    (normalisation layers' ones and zeros), in ModelNew's order: among the free reference entries
+    equal to it, those with the same last name part (`weight`, `running_var`), and of those the
+    first after the reference entry that ModelNew's previous entry was paired with (so a norm
+    layer's constants follow the convolution they follow in both models, whatever order the
+    blocks were declared in), else the first."""
     from cuda_agent.evaluate.compare import same_bits
 
-    free = list(default)
-    pairs: dict[str, str] = {}
-    extra = []
-    for name, v in values.items():
-        hits = [r for r in free if default[r].shape == v.shape and default[r].dtype == v.dtype
+    def equal(pool, v: torch.Tensor) -> list[str]:
+        same = [r for r in pool if default[r].shape == v.shape and default[r].dtype == v.dtype
                 and same_bits(default[r], v)]
-        leaf = name.rsplit(".", 1)[-1]
-        pick = next((r for r in hits if r.rsplit(".", 1)[-1] == leaf), hits[0] if hits else None)
-        if pick is None:
+        return same or [r for r in pool if default[r].numel() == v.numel() > 0 and default[r].dtype == v.dtype
+                        and same_bits(default[r].reshape(-1), v.reshape(-1))]
+
+    def leaf(name: str) -> str:
+        return name.rsplit(".", 1)[-1]
+
+    order = {r: i for i, r in enumerate(default)}
+    hits = {name: equal(default, v) for name, v in values.items()}
+    pairs: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in values:  # the entries that say which one they are
+        h = hits[name]
+        pick = name if name in h else h[0] if len(h) == 1 else None
+        if pick is not None and pick not in taken:
+            pairs[name] = pick
+            taken.add(pick)
+    extra = []
+    anchor = -1
+    for name in values:  # equal constants, by name part and position
+        if name in pairs:
+            anchor = order[pairs[name]]
+            continue
+        free = [r for r in hits[name] if r not in taken]
+        if not free:
             extra.append(name)
             continue
+        named = [r for r in free if leaf(r) == leaf(name)] or free
+        pick = next((r for r in named if order[r] > anchor), named[0])
         pairs[name] = pick
-        free.remove(pick)
-    return Match(pairs=pairs, by="value", missing=free, extra=extra)
+        taken.add(pick)
+        anchor = order[pick]
+    pairs = {name: pairs[name] for name in values if name in pairs}  # ModelNew's order
+    return Match(pairs=pairs, by="value", missing=[r for r in default if r not in taken], extra=extra)
+
+
+def fit(t: torch.Tensor, shape: Any) -> torch.Tensor:
+    """The reference's tensor `t` in the shape of the ModelNew entry it was matched to (the same
+    elements in the same order: `match_by_value` pairs reshapes only)."""
+    shape = tuple(shape)
+    return t if tuple(t.shape) == shape else t.reshape(shape)
 
 
 def mismatch_hint(ref: dict[str, Any], specs: dict[str, Any], by_value: Match | None) -> str:

@@ -264,14 +264,16 @@ class Judge:
                     raise Failure(Code.STATE_DICT_MISMATCH, weights.mismatch_hint(ref, state, m))
                 self._same_seed_where_fused(m)
             for mine, theirs in m.pairs.items():
-                self.importer.open(state[mine]).copy_(ref[theirs])
+                target = self.importer.open(state[mine])
+                target.copy_(weights.fit(ref[theirs], target.shape))
         except (SpecError, RuntimeError) as exc:
             raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
         finally:
             self.timer.sync(spin=False)
             self.importer.close()
         if owner == "candidate":  # what its state must still be after timing (cmd_check_state)
-            self.expected = {mine: ref[theirs] for mine, theirs in m.pairs.items()} | {k: own[k] for k in m.extra}
+            self.expected = {mine: weights.fit(ref[theirs], state[mine]["shape"]) for mine, theirs in m.pairs.items()
+                             } | {k: own[k] for k in m.extra}
             self.weights["matched_by"] = m.by
             if m.by == "value":
                 self.weights.update(copied=len(m.pairs), kept_own=m.extra[:8], unmatched=m.missing[:8])
