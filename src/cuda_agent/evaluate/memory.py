@@ -21,7 +21,7 @@ from cuda_agent.evaluate.device import nvidia_smi
 
 IN_COPIES, OUT_COPIES = 3, 5
 CONTEXTS = 3 * (512 << 20)  # judge, candidate and one baseline runner, each with its CUDA context
-BUDGET_FRACTION = 0.9  # of the GPU's memory promised at most (the rest: fragmentation, the driver)
+BUDGET_FRACTION = 0.8  # of the GPU's memory promised at most (the rest: spares' CUDA contexts, fragmentation)
 
 
 def _path(cache_dir: str | os.PathLike, source: str) -> Path:
