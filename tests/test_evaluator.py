@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -578,7 +579,10 @@ def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path)
     assert promised["a"] == 60 and promised["b"] == 90, seen  # a and b fit together
     assert promised["c"] <= 100 and promised["huge"] == 250, seen  # c waited; huge ran with nothing else
     assert ledger.promised() == 0
-    (tmp_path / "memory.json").write_text('{"999999999:1:1": 90}')  # a holder whose process is gone
+    (tmp_path / "memory.json").write_text('{"999999999:1:1:1": 90}')  # a holder whose process is gone
+    assert ledger.promised() == 0
+    reused = f"{os.getpid()}:1:1:1"  # this pid, but a process that started at another time
+    (tmp_path / "memory.json").write_text(json.dumps({reused: 90}))
     assert ledger.promised() == 0
 
 

@@ -198,7 +198,7 @@ class MemoryLedger:
         if need <= 0:
             yield
             return
-        me = f"{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
+        me = f"{os.getpid()}:{_started(os.getpid())}:{threading.get_ident()}:{time.monotonic_ns()}"
 
         def admit(held: dict[str, int]) -> bool:
             if held and sum(held.values()) + need > self.budget:
@@ -245,11 +245,25 @@ class MemoryLedger:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _alive(holder: str) -> bool:
+def _started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/PID/stat), "" where unknown: with
+    the pid, it names a process even after the pid is reused."""
     try:
-        os.kill(int(holder.split(":", 1)[0]), 0)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(holder: str) -> bool:
+    """Is the process that made this promise still running (the same process, not a later one
+    with its pid)?"""
+    pid, _, rest = holder.partition(":")
+    try:
+        os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):
         return False
     except PermissionError:  # another user's live process
-        return True
-    return True
+        pass
+    started = rest.split(":", 1)[0]
+    return not started or _started(int(pid)) in ("", started)
