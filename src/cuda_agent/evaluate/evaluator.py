@@ -30,11 +30,11 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
+from cuda_agent.evaluate import memory
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
-from cuda_agent.evaluate import memory
 from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
 from cuda_agent.evaluate.result import Code, EvalResult, Kind
 from cuda_agent.tasks import Task
