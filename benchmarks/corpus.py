@@ -36,7 +36,8 @@ in .corpus/, which the call carries both ways, and the stores come back through 
    made before the GPU's gate held across processes (two benches at once) may owe them to a neighbour.
 6. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
    holding it or *.sqlite files) into .corpus/runs, and the tasks' memory needs into
-   .corpus/memory, so `report` reads them and the next call carries them. A store with fewer verdicts than the one here is not taken unless --force.
+   .corpus/memory, so `report` reads them and the next call carries them. A store with fewer
+   verdicts than the one here is not taken unless --force.
 
 Relative paths in arguments are taken from the repository root, wherever the script is started.
 Each subcommand has --help with an example.

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import torch  # noqa: E402
 
 from cuda_agent.evaluate import weights  # noqa: E402
+from cuda_agent.evaluate.transport import dtype_name  # noqa: E402
 
 STAGED = ROOT / ".corpus"
 
@@ -72,7 +73,7 @@ def check(task_path: Path, kernel_path: Path, seed: int = 1234) -> dict:
     finally:
         ext.load_inline, ext.load = saved
     own = {k: v.detach() for k, v in new.state_dict().items()}
-    specs = {k: {"shape": list(v.shape), "dtype": _dtype(v)} for k, v in own.items()}
+    specs = {k: {"shape": list(v.shape), "dtype": dtype_name(v.dtype)} for k, v in own.items()}
     m = weights.match_by_name(model.state_dict(), specs)
     if m is None:
         m = weights.match_by_value(default, own)
@@ -82,11 +83,6 @@ def check(task_path: Path, kernel_path: Path, seed: int = 1234) -> dict:
     redrawn = set(learned) if rule != "same_seed" else {k for k in learned if weights.is_constant(default[k])}
     return {"rule": rule, "learned": len(learned), "copied": len([k for k in reached if k in learned]),
             "ignored": sorted(redrawn - reached), "fused": fused[:6], "extra": m.extra[:6]}
-
-
-def _dtype(t: torch.Tensor) -> str:
-    from cuda_agent.evaluate.transport import dtype_name
-    return dtype_name(t.dtype)
 
 
 def main() -> int:

@@ -45,7 +45,8 @@ class DeviceLock:
            role: str = "device") -> "DeviceLock":
         """The lock of GPU `gpu` (an index or UUID as CUDA_VISIBLE_DEVICES names it) when `device` is
         "cuda", else of the CPU backend, shared by every process using `cache_dir`. `role`: "device"
-        (timing) or "gate" (`Gate`'s admission of evaluations), two independent locks."""
+        (timing), "gate" (`Gate`'s admission of evaluations) or "memory" (the base of a
+        `MemoryLedger`'s file): independent of each other."""
         name = f"cuda-{gpu}" if device == "cuda" else "cpu"
         return cls(Path(cache_dir) / "locks" / f"{role}-{name}")
 
@@ -191,7 +192,6 @@ class MemoryLedger:
     def __init__(self, path: str | os.PathLike, budget: int) -> None:
         self.path = Path(path)
         self.budget = budget
-        self.waited_s = 0.0  # time jobs spent waiting for memory, over all holds
 
     @contextlib.contextmanager
     def hold(self, need: int) -> Iterator[None]:
@@ -206,10 +206,8 @@ class MemoryLedger:
             held[me] = need
             return True
 
-        t0 = time.monotonic()
         while not self._update(admit):
             time.sleep(self.POLL_S)
-        self.waited_s += time.monotonic() - t0
         try:
             yield
         finally:
