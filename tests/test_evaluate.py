@@ -334,6 +334,52 @@ def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
     assert codes(res) == ["timeout"]
 
 
+STALE_LOCK_NAME = "cuda_agent_test_stale_build_lock"
+INLINE_CPU = f"""
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name="{STALE_LOCK_NAME}", functions=["relu_bias"], cpp_sources='''
+#include <torch/extension.h>
+torch::Tensor relu_bias(torch::Tensor x, torch::Tensor b) {{ return (x + b).clamp_min(0); }}
+''')
+
+class ModelNew(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(f))
+    def forward(self, x):
+        return ext.relu_bias(x, self.bias)
+"""
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, cache_dir):
+    """torch's load_inline waits without end for a lock file that only its builder removes; a worker
+    killed mid-build leaves it in the candidate's extension folder, which its next evaluation reuses."""
+    path = candidate(tmp_path, INLINE_CPU, "inline.py")
+    build = cache_dir / "torch_extensions" / load_candidate(path).sha256[:16] / STALE_LOCK_NAME
+    build.mkdir(parents=True, exist_ok=True)
+    (build / "lock").write_text("")  # as a build killed before it finished leaves it
+    res = run(tmp_path, path, cache_dir, build_timeout_s=90)
+    assert res.correct, res.reasons
+    assert not (build / "lock").exists()
+
+
+def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
+    import fcntl
+
+    from cuda_agent.evaluate.worker import claim_extension_dir
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "ext" / "lock").write_text("")
+    with open(tmp_path / ".users.lock", "a") as other:  # another evaluation of the candidate, alive
+        fcntl.flock(other, fcntl.LOCK_SH)
+        mine = claim_extension_dir()
+        assert (tmp_path / "ext" / "lock").exists()
+    mine.close()
+    again = claim_extension_dir()  # nobody else alive now: the lock is stale
+    assert not (tmp_path / "ext" / "lock").exists()
+    again.close()
+
+
 OOB_KERNEL = r"""
 from torch.utils.cpp_extension import load_inline
 ext = load_inline(name="cuda_agent_test_oob", cpp_sources="torch::Tensor oob(torch::Tensor x);",

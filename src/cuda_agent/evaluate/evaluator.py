@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
@@ -149,17 +150,25 @@ class Evaluator(EvaluatorBase):
         ledger = self._ledgers[gpu]
         need = memory.need(cfg.cache_dir, task.source) if ledger is not None else 0
         try:
+            t0 = time.monotonic()
             with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
+                waited = time.monotonic() - t0
                 res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                   background_teardown=True).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
             if _short_of_resources(res):
+                first = res.phases_s.get("total", 0.0)
+                t0 = time.monotonic()
                 with gate.alone():
+                    waited += time.monotonic() - t0
                     with self._lock:
                         self.reruns += 1
                     res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                       background_teardown=True).run()
+                res.phases_s["first_try"] = round(first, 4)  # the try beside others that ran short
+            # Time spent waiting to be admitted (the gate, the memory ledger): not in "total".
+            res.phases_s["admission"] = round(waited, 4)
             return res
         finally:
             with self._lock:

@@ -18,6 +18,7 @@ Each serves commands from the harness over a private socket (`channel.Channel`, 
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -77,6 +78,41 @@ def _from_cpp_extension(exc: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+def claim_extension_dir() -> Any:
+    """Mark this worker as a user of its torch extension folder (TORCH_EXTENSIONS_DIR, one per
+    candidate, kept between its evaluations) for the rest of its life, and first clear the build
+    locks that a killed build left there.
+
+    torch's load_inline guards a build with a lock file that only the builder removes, and waits
+    without end for it to go; a worker killed mid-build (a timeout, a stopped run) leaves it, and
+    every later evaluation of that candidate would hang in its build. A shared flock on
+    `.users.lock`, held until the process exits, tells the live users apart from the dead: when
+    the exclusive lock is free, nobody alive builds here, so any lock file left is stale. Returns
+    the open file (keep it: closing it ends the claim), or None where there is no such folder."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return None
+    try:
+        os.makedirs(root, exist_ok=True)
+        users = open(os.path.join(root, ".users.lock"), "a")
+    except OSError:
+        return None
+    try:
+        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # another evaluation of this candidate is alive: its build lock may be live
+    else:
+        for entry in os.scandir(root):
+            stale = os.path.join(entry.path, "lock")
+            if entry.is_dir() and os.path.exists(stale):
+                try:
+                    os.remove(stale)
+                except OSError:
+                    pass
+    fcntl.flock(users, fcntl.LOCK_SH)
+    return users
 
 
 def _import_file(name: str, path: Path):
@@ -582,6 +618,7 @@ class Runner:
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
         self.integrity = guard.Integrity()  # before any candidate code runs
+        self.extension_claim = claim_extension_dir()
         if extension:
             try:
                 _import_file("cuda_extension", Path(extension))
