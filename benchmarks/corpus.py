@@ -34,7 +34,11 @@ in .corpus/, which the call carries both ways, and the stores come back through 
 5. `forget [--codes C,..] [--infra]`: drop the stored verdicts with those reason codes (default
    out_of_memory) or of kind infra, so the next `run` evaluates them again: verdicts that runs
    made before the GPU's gate held across processes (two benches at once) may owe them to a neighbour.
-6. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
+6. `pack --to FILE`: the stores (copied through SQLite's backup, so a store that bench is writing
+   is packed whole), bench's logs and the tasks' memory needs into one tar.gz, written beside and
+   renamed into place: device_corpus.sh packs every minute, so a call cut short still returns what
+   it did.
+7. `restore --from PATH`: the stores a device call returned (its corpus-runs.tar.gz, or a folder
    holding it or *.sqlite files) into .corpus/runs, and the tasks' memory needs into
    .corpus/memory, so `report` reads them and the next call carries them. A store with fewer
    verdicts than the one here is not taken unless --force.
@@ -526,7 +530,7 @@ def cmd_report(args: argparse.Namespace) -> int:
              f"selection: `{shown(at_root(args.selection))}` ({len(selection)} kernels: {n_kb_ok} KernelBench-correct, "
              f"{len(selection) - n_kb_ok} incorrect)",
              f"- ours: `cuda-agent bench` stores in `{shown(runs_dir)}`; {'; '.join(setups)}; evaluator "
-             f"{', '.join(versions)}; device {', '.join(sorted({str(r['ours']['device']) for r in have}))}",
+             f"{', '.join(versions)}; device {', '.join(sorted({str(r['ours']['device']) for r in have if r['ours']['device']}))}",
              f"- **{len(have)} of {len(selection)} selected kernels have a verdict of ours**"
              + (" (a partial run: the tables cover those only)" if len(have) < len(selection) else ""),
              "- tasks without a selected kernel (bench's `no_solution`) are not part of the comparison"]
@@ -652,6 +656,35 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    runs_dir, memory, to = at_root(args.runs_dir), at_root(args.memory), at_root(args.to)
+    stores = sorted(runs_dir.glob("*.sqlite")) if runs_dir.is_dir() else []
+    if not stores:
+        raise Stop(f"{shown(runs_dir)}: no stores (RUN.sqlite) to pack; `run` makes them")
+    to.parent.mkdir(parents=True, exist_ok=True)
+    part = to.with_name(to.name + ".part")
+    with tempfile.TemporaryDirectory() as tmp:
+        copies = Path(tmp) / "runs"
+        copies.mkdir()
+        for db in stores:
+            src, dst = sqlite3.connect(db), sqlite3.connect(copies / db.name)
+            try:
+                src.backup(dst)  # a consistent copy, even while bench commits verdicts
+            finally:
+                src.close()
+                dst.close()
+        for log in sorted(runs_dir.glob("*.log")):
+            shutil.copyfile(log, copies / log.name)
+        n = sum(verdicts(copies / db.name) for db in stores)
+        with tarfile.open(part, "w:gz") as tar:
+            tar.add(copies, arcname="runs")
+            if memory.is_dir():
+                tar.add(memory, arcname="memory")
+    os.replace(part, to)
+    console.print(f"packed {len(stores)} store(s), {n} verdicts, into {shown(to)}", highlight=False)
+    return 0
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     """Drop stored verdicts that a neighbour may have caused, so the next `run` evaluates them again."""
     runs_dir = at_root(args.runs_dir)
@@ -759,6 +792,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--runs-dir", type=Path, default=STAGED / "runs",
                    help=f"the stores, RUN.sqlite (default: {STAGED / 'runs'})")
     q.set_defaults(func=cmd_forget)
+
+    q = sub.add_parser("pack", help="the stores, logs and memory needs into one tar.gz (what `restore` reads)",
+                       epilog="example: python benchmarks/corpus.py pack --to /tmp/out/corpus-runs.tar.gz "
+                       "--memory .cache/corpus/memory")
+    q.add_argument("--to", type=Path, required=True, help="the archive to write (replaced whole)")
+    q.add_argument("--runs-dir", type=Path, default=STAGED / "runs",
+                   help=f"the stores, RUN.sqlite, and bench's logs (default: {STAGED / 'runs'})")
+    q.add_argument("--memory", type=Path, default=STAGED / "memory",
+                   help=f"the tasks' memory needs, *.json (default: {STAGED / 'memory'}; on the GPU machine "
+                   "the cache's memory/)")
+    q.set_defaults(func=cmd_pack)
 
     q = sub.add_parser("restore", help="put the stores a device call returned into .corpus/runs",
                        epilog="example: python benchmarks/corpus.py restore --from FILES_AT")

@@ -49,3 +49,29 @@ def test_forget_drops_the_verdicts_with_the_codes_asked_for(tmp_path):
     kinds = {t: json.loads(r)["reasons"][0]["kind"] for t, r in
              sqlite3.connect(db).execute("SELECT task, result FROM results")}
     assert left == {"bad"}, kinds  # reference_error is of kind infra; output_mismatch stays
+
+
+def test_pack_then_restore_carries_the_stores_logs_and_memory_needs(tmp_path):
+    from cuda_agent.bench.store import Store
+    from cuda_agent.evaluate.result import EvalResult
+
+    corpus = _corpus()
+    runs, memory = tmp_path / "device" / "runs", tmp_path / "device" / "memory"
+    runs.mkdir(parents=True)
+    memory.mkdir()
+    (memory / "abc.json").write_text('{"in_bytes": 1, "out_bytes": 2}')
+    (runs / "r.log").write_text("bench said this")
+    with Store(runs / "r.sqlite") as store:  # open while packing, as bench's is
+        store.open_run("r", {"taskset": "t", "solutions": "s", "device": "cpu", "policy": "none", "tasks": []})
+        for task in ("a", "b"):
+            store.put("r", task, 0, 1, "c", "", EvalResult(task=task, candidate="c"), "v")
+        archive = tmp_path / "out" / "corpus-runs.tar.gz"
+        pack = type("Args", (), {"runs_dir": runs, "memory": memory, "to": archive})()
+        assert corpus.cmd_pack(pack) == 0
+    here = tmp_path / "here" / "runs"
+    restore = type("Args", (), {"source": str(archive), "runs_dir": here, "force": False})()
+    assert corpus.cmd_restore(restore) == 0
+    assert corpus.verdicts(here / "r.sqlite") == 2
+    assert (here / "r.log").read_text() == "bench said this"
+    assert (here.parent / "memory" / "abc.json").is_file()
+    assert not list(archive.parent.glob("*.part"))  # written beside, renamed into place

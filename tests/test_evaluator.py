@@ -445,6 +445,9 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
         assert [r.correct for r in out] == [True, False, True]
         assert calls.count("oom") == 2 and calls.count("bad") == 1
         assert ev.reruns == 1
+        retried = [r for r in out[0].reasons if r.code is Code.RETRIED_ALONE]
+        assert len(retried) == 1 and "out_of_memory: CUDA out of memory" in retried[0].message
+        assert not any(r.code is Code.RETRIED_ALONE for r in out[1].reasons + out[2].reasons)
     assert [n for c, n in gates if c == "oom"][-1] == 1  # the second run had the device to itself
 
 

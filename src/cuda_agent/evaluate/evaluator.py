@@ -158,7 +158,7 @@ class Evaluator(EvaluatorBase):
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
             if _short_of_resources(res):
-                first = res.phases_s.get("total", 0.0)
+                first = res
                 t0 = time.monotonic()
                 with gate.alone():
                     waited += time.monotonic() - t0
@@ -166,7 +166,11 @@ class Evaluator(EvaluatorBase):
                         self.reruns += 1
                     res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                       background_teardown=True).run()
-                res.phases_s["first_try"] = round(first, 4)  # the try beside others that ran short
+                short = next(r for r in first.reasons if r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA)
+                head = short.message.strip().splitlines()[0][:300] if short.message.strip() else ""
+                res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
+                                            f"{short.code.value}: {head}; this verdict is the second try, alone")
+                res.phases_s["first_try"] = first.phases_s.get("total", 0.0)
             # Time spent waiting to be admitted (the gate, the memory ledger): not in "total".
             res.phases_s["admission"] = round(waited, 4)
             return res

@@ -71,6 +71,7 @@ class Code(str, enum.Enum):
     TIMING_SKIPPED = "timing_skipped"
     OUTPUT_TRUNCATED = "output_truncated"
     REDUCED_PRECISION = "reduced_precision"  # TF32 or reduced-precision reductions were switched on
+    RETRIED_ALONE = "retried_alone"  # the first try, beside other evaluations, ran short: this is the second
 
 
 KIND_OF: dict[Code, Kind] = {
@@ -89,6 +90,7 @@ KIND_OF: dict[Code, Kind] = {
     Code.TIMING_SKIPPED: Kind.INFO,
     Code.OUTPUT_TRUNCATED: Kind.INFO,
     Code.REDUCED_PRECISION: Kind.INFO,
+    Code.RETRIED_ALONE: Kind.INFO,
 }
 
 
