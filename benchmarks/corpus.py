@@ -19,6 +19,8 @@ in .corpus/, which the call carries both ways, and the stores come back through 
    only the selected kernels in KernelBench's run layout, plus `selection.jsonl` (what was staged).
 3. `run`: one `cuda-agent bench` per corpus run (level 1 runs first: they are the quickest), each
    into its own store `.corpus/runs/RUN.sqlite`; a second `run` resumes where the first stopped.
+   The next run's bench starts beside the running one once that one has fewer kernels left than
+   `--jobs` (at most two at once), so a run's slowest kernels do not leave the other slots idle.
    `--deadline S`: `run` returns within S seconds: no bench starts with less than `--min-left`
    seconds to go, the one running gets SIGTERM (bench's Ctrl-C) `--grace` seconds before the
    deadline: it drops the evaluations queued, stores those running as they finish and exits; it is
@@ -287,33 +289,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         total = sum(len(v) for v in todo.values())
     failed = []
     console.print(f"{sum(done.values())} of {total} staged kernels already have a verdict in {shown(runs_dir)}")
-    for i, run in enumerate(runs, 1):
-        if done[run] >= len(todo[run]):
-            continue
-        if end is not None and end - args.grace - time.monotonic() < args.min_left:
-            console.print(f"deadline: not starting {run} ({end - time.monotonic():.0f} s left)")
-            break
-        levels = sorted({lv for lv, _ in todo[run]})
-        db = runs_dir / f"{run}.sqlite"
-        cmd = cli + ["bench", shown(staged / "tasks"), "--solutions", shown(staged / "solutions" / run),
-                     "--level", *map(str, levels), "--run", run, "--out", shown(runs_dir), "--db", shown(db),
-                     "--no-report", "--policy", args.policy, "--device", args.device, "--timeout", str(args.timeout)]
-        cmd += (["--jobs", str(args.jobs)] if args.jobs else []) + \
-               (["--cache-dir", str(args.cache_dir)] if args.cache_dir else []) + args.bench_args
-        console.print(f"[{time.monotonic() - t0:4.0f} s] {run} ({i}/{len(runs)}): {done[run]}/{len(todo[run])} "
-                      f"stored; all runs {sum(done.values())}/{total}", highlight=False)
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        rc, cut = bench(cmd, runs_dir / f"{run}.log", end, args.grace,
-                        lambda: count(run, db, todo, done, total, t0))
-        count(run, db, todo, done, total, t0)
-        if rc != 0 and not cut:
-            failed.append(run)
-            tail = (runs_dir / f"{run}.log").read_text(errors="replace").strip().splitlines()[-8:]
-            console.print(f"[red]{run}: bench exited with status {rc}[/]; the end of {shown(runs_dir / run)}.log:\n"
-                          + "\n".join(tail), highlight=False)
-        if cut:
-            console.print(f"deadline: stopped {run} at {done[run]}/{len(todo[run])}")
-            break
+    queue = [run for run in runs if done[run] < len(todo[run])]
+    active: list[Bench] = []
+    jobs = args.jobs or 2  # bench's own default on one GPU
+    stopping = False
+    try:
+        while (queue and not stopping) or active:
+            # The next run starts when none is running, or beside the last one's tail: when the
+            # running bench has fewer kernels left than it has jobs, its free slots would idle.
+            left_active = sum(len(todo[b.run]) - done[b.run] for b in active)
+            if queue and not stopping and (not active or (len(active) < 2 and left_active < jobs)):
+                if end is not None and end - args.grace - time.monotonic() < args.min_left:
+                    console.print(f"deadline: not starting {queue[0]} ({end - time.monotonic():.0f} s left)")
+                    stopping = True
+                    continue
+                run = queue.pop(0)
+                levels = sorted({lv for lv, _ in todo[run]})
+                db = runs_dir / f"{run}.sqlite"
+                cmd = cli + ["bench", shown(staged / "tasks"), "--solutions", shown(staged / "solutions" / run),
+                             "--level", *map(str, levels), "--run", run, "--out", shown(runs_dir), "--db",
+                             shown(db), "--no-report", "--policy", args.policy, "--device", args.device,
+                             "--timeout", str(args.timeout)]
+                cmd += (["--jobs", str(args.jobs)] if args.jobs else []) + \
+                       (["--cache-dir", str(args.cache_dir)] if args.cache_dir else []) + args.bench_args
+                console.print(f"[{time.monotonic() - t0:4.0f} s] {run} ({runs.index(run) + 1}/{len(runs)}): "
+                              f"{done[run]}/{len(todo[run])} stored; all runs {sum(done.values())}/{total}",
+                              highlight=False)
+                runs_dir.mkdir(parents=True, exist_ok=True)
+                active.append(Bench(run, cmd, runs_dir / f"{run}.log", end, args.grace))
+                continue
+            time.sleep(min(2.0, max(0.1, min(b.wake() for b in active))) if active else 0.1)
+            for b in list(active):
+                rc = b.poll()
+                count(b.run, runs_dir / f"{b.run}.sqlite", todo, done, total, t0)
+                if rc is None:
+                    continue
+                active.remove(b)
+                if b.cut:
+                    console.print(f"deadline: stopped {b.run} at {done[b.run]}/{len(todo[b.run])}")
+                    stopping = True
+                elif rc != 0:
+                    failed.append(b.run)
+                    tail = b.log.read_text(errors="replace").strip().splitlines()[-8:]
+                    console.print(f"[red]{b.run}: bench exited with status {rc}[/]; the end of {shown(b.log)}:\n"
+                                  + "\n".join(tail), highlight=False)
+    except KeyboardInterrupt:
+        for b in active:
+            b.interrupt()
+        raise
     table = Table("run", "level", "staged", "with a verdict", title=f"stores in {shown(runs_dir)}",
                   title_justify="left")
     for run in runs:
@@ -359,38 +382,47 @@ def count(run: str, db: Path, todo: dict, done: dict, total: int, t0: float) -> 
                       f"{sum(done.values())}/{total}", highlight=False)
 
 
-def bench(cmd: list[str], log: Path, end: float | None, grace: float, tick) -> tuple[int, bool]:
-    """Run one bench in a session of its own, appending its output to `log`; SIGTERM `grace` seconds
-    before `end`, its whole process group killed at `end`. Returns (exit status, cut by the deadline).
-    An interrupt of this script (Ctrl-C, SIGTERM) is passed on the same way, then raised."""
-    with log.open("ab") as fh:
-        fh.write(f"\n$ {shlex.join(cmd)}\n".encode())
-        fh.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    cut = False
-    try:
-        while True:
-            now = time.monotonic()
-            if end is not None and not cut and now >= end - grace:
-                proc.send_signal(signal.SIGTERM)  # as Ctrl-C to bench, which sets its own handler for it: it
-                # drops what is queued and stores what is running (SIGINT may be ignored in a background job)
-                cut = True
-            if end is not None and now >= end:
-                os.killpg(proc.pid, signal.SIGKILL)  # the evaluations bench was still waiting for, too
-                return proc.wait(), cut
-            wake = min(10.0, (end - grace if not cut else end) - now) if end is not None else 10.0
-            try:
-                return proc.wait(timeout=max(wake, 0.1)), cut
-            except subprocess.TimeoutExpired:
-                tick()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGTERM)
+class Bench:
+    """One `cuda-agent bench` in a session of its own, appending its output to `log`: SIGTERM (bench's
+    Ctrl-C: it drops what is queued and stores what is running) `grace` seconds before `end`, its whole
+    process group killed at `end`. `poll()` returns the exit status once it has exited, else None;
+    `cut`: stopped by the deadline."""
+
+    def __init__(self, run: str, cmd: list[str], log: Path, end: float | None, grace: float) -> None:
+        self.run, self.log, self.end, self.grace = run, log, end, grace
+        self.cut = False
+        with log.open("ab") as fh:
+            fh.write(f"\n$ {shlex.join(cmd)}\n".encode())
+            fh.flush()
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def poll(self) -> int | None:
+        rc = self.proc.poll()
+        if rc is not None or self.end is None:
+            return rc
+        now = time.monotonic()
+        if not self.cut and now >= self.end - self.grace:
+            self.proc.send_signal(signal.SIGTERM)  # SIGINT may be ignored in a background job
+            self.cut = True
+        if now >= self.end:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the evaluations bench was still waiting for, too
+            return self.proc.wait()
+        return None
+
+    def wake(self) -> float:
+        """Seconds until this bench's next deadline step (or 10)."""
+        if self.end is None:
+            return 10.0
+        return (self.end - self.grace if not self.cut else self.end) - time.monotonic()
+
+    def interrupt(self) -> None:
+        """An interrupt of this script (Ctrl-C, SIGTERM), passed on the same way."""
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=grace)
+            self.proc.wait(timeout=self.grace)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        raise
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 # -- report ---------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,3 +77,82 @@ def test_pack_then_restore_carries_the_stores_logs_and_memory_needs(tmp_path):
     assert (here / "r.log").read_text() == "bench said this"
     assert (here.parent / "memory" / "abc.json").is_file()
     assert not list(archive.parent.glob("*.part"))  # written beside, renamed into place
+
+
+def _script(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """benchmarks/corpus.py in a process of its own (a hang fails the test instead of stopping it)."""
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "corpus.py"), *argv], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+FAKE_BENCH = r'''
+import sys, time
+from pathlib import Path
+sys.path.insert(0, SRC)
+from cuda_agent.bench.store import Store
+from cuda_agent.evaluate.result import EvalResult
+
+argv = sys.argv[1:]
+run, db, sols = (argv[argv.index(k) + 1] for k in ("--run", "--db", "--solutions"))
+with open(EVENTS, "a") as f:
+    f.write(f"{time.monotonic()} start {run}\n")
+kernels = sorted(Path(ROOT, sols).glob("*.py"))
+tasks = [[f"level1/{k.name.split('_')[3]}_T", 1] for k in kernels]
+with Store(Path(ROOT, db)) as store:
+    store.open_run(run, {"taskset": "t", "solutions": sols, "device": "cpu", "policy": "none", "tasks": tasks})
+    for task, _ in tasks:
+        time.sleep(DELAY[run])
+        store.put(run, task, 0, 1, "c", "", EvalResult(task=task, candidate="c"), "v")
+with open(EVENTS, "a") as f:
+    f.write(f"{time.monotonic()} end {run}\n")
+'''
+
+
+def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
+    """With fewer kernels left in the running bench than it has jobs, the next run's bench starts
+    beside it; each store gets every verdict."""
+    corpus = _corpus()
+    staged, events = tmp_path / "staged", tmp_path / "events"
+    rows = []
+    for run, problems in (("a", [1]), ("b", [2, 3])):
+        sols = staged / "solutions" / run
+        sols.mkdir(parents=True)
+        for p in problems:
+            (sols / f"level_1_problem_{p}_sample_0_kernel.py").write_text("")
+            rows.append({"run": run, "level": 1, "problem": p, "file": "f", "kernelbench": {"correct": True}})
+    (staged / "tasks").mkdir()
+    (staged / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = tmp_path / "fake_bench.py"
+    fake.write_text(f"SRC = {str(ROOT / 'src')!r}\nROOT = {str(corpus.ROOT)!r}\nEVENTS = {str(events)!r}\n"
+                    f"DELAY = {{'a': 3.0, 'b': 0.2}}\n" + FAKE_BENCH)
+    argv = ["run", "--staged", str(staged), "--cli", f"{sys.executable} {fake}", "--device", "cpu", "--jobs", "4"]
+    assert _script(argv, timeout=60).returncode == 0
+    log = [line.split() for line in events.read_text().splitlines()]
+    order = [(what, run) for _, what, run in sorted(log, key=lambda e: float(e[0]))]
+    assert order.index(("start", "b")) < order.index(("end", "a")), order  # b beside a's tail
+    for run, n in (("a", 1), ("b", 2)):
+        assert corpus.verdicts(staged / "runs" / f"{run}.sqlite") == n
+
+
+def test_run_stops_its_benches_by_the_deadline(tmp_path):
+    corpus = _corpus()
+    staged, events = tmp_path / "staged", tmp_path / "events"
+    rows = []
+    for run, problems in (("a", [1, 2, 3, 4, 5]), ("b", [6])):  # b waits for a's tail, which never comes
+        sols = staged / "solutions" / run
+        sols.mkdir(parents=True)
+        for p in problems:
+            (sols / f"level_1_problem_{p}_sample_0_kernel.py").write_text("")
+            rows.append({"run": run, "level": 1, "problem": p, "file": "f", "kernelbench": {"correct": True}})
+    (staged / "tasks").mkdir()
+    (staged / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = tmp_path / "fake_bench.py"
+    fake.write_text(f"SRC = {str(ROOT / 'src')!r}\nROOT = {str(corpus.ROOT)!r}\nEVENTS = {str(events)!r}\n"
+                    f"DELAY = {{'a': 60.0, 'b': 60.0}}\n" + FAKE_BENCH)
+    t0 = time.monotonic()
+    argv = ["run", "--staged", str(staged), "--cli", f"{sys.executable} {fake}", "--device", "cpu",
+            "--jobs", "2", "--deadline", "6", "--grace", "3", "--min-left", "0"]
+    done = _script(argv, timeout=30)
+    assert done.returncode == 0, done.stdout
+    assert time.monotonic() - t0 < 15
+    assert "end" not in events.read_text()  # stopped, not finished
