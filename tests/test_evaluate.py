@@ -334,6 +334,56 @@ def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
     assert codes(res) == ["timeout"]
 
 
+def test_workers_end_when_their_harness_is_killed(tmp_path, cache_dir):
+    """A worker busy in a command (here a candidate spinning in __init__) does not read its channel;
+    when the harness is killed outright it must still go, with what it started, instead of holding
+    a core (or a GPU) for good."""
+    pidfile = tmp_path / "worker.pid"
+    body = f"""
+    import os, subprocess, sys
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            open({str(pidfile)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+            while True:
+                pass
+    """
+    cand = candidate(tmp_path, body, "spin.py")
+    harness = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+        from cuda_agent.tasks import load_task
+        cfg = EvalConfig(device="cpu", cache_dir={str(cache_dir)!r}, policy="none", timeout_s=600,
+                         build_timeout_s=600, compile_baseline=False)
+        evaluate(load_task({str(TASK)!r}), load_candidate({str(cand)!r}), cfg)
+        """)])
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or len(pidfile.read_text().split()) < 2:
+            assert time.monotonic() < deadline and harness.poll() is None, "the candidate never started"
+            time.sleep(0.2)
+        pids = [int(p) for p in pidfile.read_text().split()]
+    finally:
+        harness.kill()
+        harness.wait()
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if _running(p)]
+    for p in alive:
+        os.kill(p, 9)
+    assert not alive, f"processes {alive} outlived their harness"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except OSError:
+        return False
+
+
 STALE_LOCK_NAME = "cuda_agent_test_stale_build_lock"
 INLINE_CPU = f"""
 from torch.utils.cpp_extension import load_inline

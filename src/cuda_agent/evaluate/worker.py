@@ -22,8 +22,10 @@ import fcntl
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -972,7 +974,31 @@ def _timer(device: Any, touch: str) -> Any:
     return Timer(device, touch)
 
 
+HARNESS_WATCH_S = 1.0  # how often a worker looks whether the process that started it is alive
+
+
+def exit_with_harness() -> None:
+    """End this worker, and the processes of its session (what the candidate started), as soon as
+    the process that started it is gone. A worker that waits for a command sees its channel close,
+    but one busy in a command (a large reference built, a candidate that hangs) would run on,
+    holding memory and a GPU, after its harness was killed (SIGKILL, the OOM killer, a deadline)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(HARNESS_WATCH_S)
+            if os.getppid() != parent:
+                try:
+                    if os.getpgid(0) == os.getpid():  # a worker leads its own group (engine, zygote)
+                        os.killpg(0, signal.SIGKILL)
+                finally:
+                    os._exit(1)
+
+    threading.Thread(target=watch, name="cuda-agent-harness-watch", daemon=True).start()
+
+
 def main() -> None:
+    exit_with_harness()  # first: the guard's thread count is taken after it
     role = sys.argv[1]
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
     chan = Channel(socket.socket(fileno=fd))
