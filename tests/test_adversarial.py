@@ -226,10 +226,20 @@ def _assert_honest(res: EvalResult) -> None:
     assert not [r for r in res.reasons if r.kind.value == "policy"], why
 
 
+@pytest.fixture(scope="module")
+def cpu_evaluator(cache_dir):
+    """One Evaluator for the CPU cases, as bench and the RL reward run them: warm workers forked
+    from its zygote, judges kept between evaluations. Fresh interpreters (`evaluate`) get the same
+    verdicts: test_fresh_interpreters_get_the_same_verdicts."""
+    with Evaluator(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), jobs=1) as ev:
+        yield ev
+
+
 @pytest.mark.parametrize("case,profile,code,device", _params())
-def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path):
+def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path, request):
+    evaluator = request.getfixturevalue("cpu_evaluator") if device == "cpu" else None
     t0 = time.monotonic()
-    res = _run(case, profile, device, cache_dir, tmp_path)
+    res = _run(case, profile, device, cache_dir, tmp_path, evaluator=evaluator)
     _assert_verdict(case, code, res, time.monotonic() - t0)
 
 
@@ -283,6 +293,18 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
         stats = ev.stats()
         assert stats["cold"] == 0 and stats["judges_reused"] >= 1, stats
         assert stats["forked"] + stats["judges_reused"] >= pool.size + 2 * len(FORKED), stats
+
+
+def test_fresh_interpreters_get_the_same_verdicts(cache_dir, tmp_path):
+    """The faults and the honest candidate above, each evaluated by `evaluate` (its own fresh worker
+    processes, as `cuda-agent eval` runs them) instead of through the shared Evaluator."""
+    for case_id in FORKED:
+        case = BY_ID[case_id]
+        expects = dict(case.expects)
+        profile = next(p for p in ("none", "kernelbench", "strict") if p in expects)
+        t0 = time.monotonic()
+        res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id)
+        _assert_verdict(case, expects[profile], res, time.monotonic() - t0)
 
 
 @pytest.mark.gpu
