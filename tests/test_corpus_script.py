@@ -108,24 +108,33 @@ with open(EVENTS, "a") as f:
 '''
 
 
-def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
-    """With fewer kernels left in the running bench than it has jobs, the next run's bench starts
-    beside it; each store gets every verdict."""
+def _staged_with_fake_bench(tmp_path: Path, problems: dict[str, list[int]], delay: dict[str, float]):
+    """A staged corpus of empty kernels (`problems` per run, level 1), and a fake bench that stores a
+    verdict per kernel every `delay[run]` seconds and logs its start and end to the events file.
+    Returns (staged folder, events file, the --cli that calls the fake)."""
     corpus = _corpus()
     staged, events = tmp_path / "staged", tmp_path / "events"
     rows = []
-    for run, problems in (("a", [1]), ("b", [2, 3])):
+    for run, numbers in problems.items():
         sols = staged / "solutions" / run
         sols.mkdir(parents=True)
-        for p in problems:
+        for p in numbers:
             (sols / f"level_1_problem_{p}_sample_0_kernel.py").write_text("")
             rows.append({"run": run, "level": 1, "problem": p, "file": "f", "kernelbench": {"correct": True}})
     (staged / "tasks").mkdir()
     (staged / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     fake = tmp_path / "fake_bench.py"
     fake.write_text(f"SRC = {str(ROOT / 'src')!r}\nROOT = {str(corpus.ROOT)!r}\nEVENTS = {str(events)!r}\n"
-                    f"DELAY = {{'a': 3.0, 'b': 0.2}}\n" + FAKE_BENCH)
-    argv = ["run", "--staged", str(staged), "--cli", f"{sys.executable} {fake}", "--device", "cpu", "--jobs", "4"]
+                    f"DELAY = {delay!r}\n" + FAKE_BENCH)
+    return staged, events, f"{sys.executable} {fake}"
+
+
+def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
+    """With fewer kernels left in the running bench than it has jobs, the next run's bench starts
+    beside it; each store gets every verdict."""
+    corpus = _corpus()
+    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1], "b": [2, 3]}, {"a": 3.0, "b": 0.2})
+    argv = ["run", "--staged", str(staged), "--cli", cli, "--device", "cpu", "--jobs", "4"]
     assert _script(argv, timeout=60).returncode == 0
     log = [line.split() for line in events.read_text().splitlines()]
     order = [(what, run) for _, what, run in sorted(log, key=lambda e: float(e[0]))]
@@ -135,22 +144,10 @@ def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
 
 
 def test_run_stops_its_benches_by_the_deadline(tmp_path):
-    corpus = _corpus()
-    staged, events = tmp_path / "staged", tmp_path / "events"
-    rows = []
-    for run, problems in (("a", [1, 2, 3, 4, 5]), ("b", [6])):  # b waits for a's tail, which never comes
-        sols = staged / "solutions" / run
-        sols.mkdir(parents=True)
-        for p in problems:
-            (sols / f"level_1_problem_{p}_sample_0_kernel.py").write_text("")
-            rows.append({"run": run, "level": 1, "problem": p, "file": "f", "kernelbench": {"correct": True}})
-    (staged / "tasks").mkdir()
-    (staged / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    fake = tmp_path / "fake_bench.py"
-    fake.write_text(f"SRC = {str(ROOT / 'src')!r}\nROOT = {str(corpus.ROOT)!r}\nEVENTS = {str(events)!r}\n"
-                    f"DELAY = {{'a': 60.0, 'b': 60.0}}\n" + FAKE_BENCH)
+    # b waits for a's tail, which never comes
+    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1, 2, 3, 4, 5], "b": [6]}, {"a": 60.0, "b": 60.0})
     t0 = time.monotonic()
-    argv = ["run", "--staged", str(staged), "--cli", f"{sys.executable} {fake}", "--device", "cpu",
+    argv = ["run", "--staged", str(staged), "--cli", cli, "--device", "cpu",
             "--jobs", "2", "--deadline", "6", "--grace", "3", "--min-left", "0"]
     done = _script(argv, timeout=30)
     assert done.returncode == 0, done.stdout
