@@ -44,6 +44,5 @@ echo "corpus.py run x$n: done in $(( $(date +%s) - t0 )) s"
 for i in $(seq 1 "$n"); do
     grep "bench exited\|error\|deadline" "$OUT/corpus_run_$i.log" | head -5
 done
-[ -d "$CUDA_AGENT_CACHE/memory" ] && cp -r "$CUDA_AGENT_CACHE/memory" .corpus/
 pack
 python3 benchmarks/corpus.py report --dir "$OUT/report" 2>&1 | tail -12

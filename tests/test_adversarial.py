@@ -280,13 +280,7 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
         for w in started:
             w.close()
         pool._fill()
-        for case_id in FORKED:
-            case = BY_ID[case_id]
-            expects = dict(case.expects)  # the runtime layers alone where the case says so
-            profile = next(p for p in ("none", "kernelbench", "strict") if p in expects)
-            t0 = time.monotonic()
-            res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id, evaluator=ev)
-            _assert_verdict(case, expects[profile], res, time.monotonic() - t0)
+        _check_forked_cases(cache_dir, tmp_path, evaluator=ev)
         assert not pool.zygote.dead and all(w.forked for w in pool.spares)
         # every judge and candidate was forked, or a judge kept from an earlier case (whose
         # candidate's fault did not spoil it: the verdicts above were right all the same)
@@ -298,12 +292,18 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
 def test_fresh_interpreters_get_the_same_verdicts(cache_dir, tmp_path):
     """The faults and the honest candidate above, each evaluated by `evaluate` (its own fresh worker
     processes, as `cuda-agent eval` runs them) instead of through the shared Evaluator."""
+    _check_forked_cases(cache_dir, tmp_path)
+
+
+def _check_forked_cases(cache_dir: Path, tmp_path: Path, evaluator: Evaluator | None = None) -> None:
+    """Each case of FORKED on the CPU, under its most permissive profile (the runtime layers alone
+    where the case says so), gets the verdict it expects."""
     for case_id in FORKED:
         case = BY_ID[case_id]
         expects = dict(case.expects)
         profile = next(p for p in ("none", "kernelbench", "strict") if p in expects)
         t0 = time.monotonic()
-        res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id)
+        res = _run(case, profile, "cpu", cache_dir, tmp_path / case.id, evaluator=evaluator)
         _assert_verdict(case, expects[profile], res, time.monotonic() - t0)
 
 

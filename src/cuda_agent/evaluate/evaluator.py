@@ -37,7 +37,7 @@ from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
 from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
-from cuda_agent.evaluate.result import Code, EvalResult, Kind
+from cuda_agent.evaluate.result import Code, EvalResult, Kind, Reason
 from cuda_agent.tasks import Task
 
 
@@ -72,9 +72,10 @@ class EvaluatorBase:
         self.close()
 
 
-def _short_of_resources(res: EvalResult) -> bool:
-    """A failure that a neighbour on the same GPU may have caused: out of memory, or infra-kind."""
-    return any(r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA for r in res.reasons)
+def _shortage(res: EvalResult) -> Reason | None:
+    """The first failure that a neighbour on the same GPU may have caused (out of memory, or
+    infra-kind), or None."""
+    return next((r for r in res.reasons if r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA), None)
 
 
 class Evaluator(EvaluatorBase):
@@ -157,7 +158,7 @@ class Evaluator(EvaluatorBase):
                                   background_teardown=True).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
-            if _short_of_resources(res):
+            if (short := _shortage(res)) is not None:
                 first = res
                 t0 = time.monotonic()
                 with gate.alone():
@@ -166,7 +167,6 @@ class Evaluator(EvaluatorBase):
                         self.reruns += 1
                     res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                       background_teardown=True).run()
-                short = next(r for r in first.reasons if r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA)
                 head = short.message.strip().splitlines()[0][:300] if short.message.strip() else ""
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {head}; this verdict is the second try, alone")
