@@ -277,6 +277,27 @@ def test_correct_except_during_timing(tmp_path, cache_dir, device):
     assert codes(res) == ["timed_output_mismatch"] and res.reward == -1
 
 
+def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir):
+    # each call takes 1.5 s: the 3 trials fit in timeout_s, the 7 calls that timing needs at the least
+    # do not. Timing it would end in a timeout (reward -1) for a correct candidate.
+    body = """
+    import time
+    class ModelNew(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(f))
+        def forward(self, x):
+            time.sleep(1.5)
+            return (x + self.bias).clamp_min(0)
+    """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timeout_s=12, trials=3, stress_trials=0,
+              policy="none")
+    assert res.correct and res.reward == 1 and not res.failures
+    skipped = [r for r in res.reasons if r.code is Code.TIMING_SKIPPED]
+    assert len(skipped) == 1 and "candidate took 1.5" in skipped[0].message
+    assert res.speedup_eager is None and res.times_ms.get("candidate") is None
+
+
 def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
     res = run(tmp_path, candidate(tmp_path, "class ModelNew(nn.Module:\n    pass\n"), cache_dir)
     assert not res.compiled and codes(res) == ["load_error"]

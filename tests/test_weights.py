@@ -139,6 +139,23 @@ def test_stress_inputs_keep_zeros_signs_ranges_and_integers(variant):
         assert _stress(t, variant) is t
 
 
+@pytest.mark.parametrize("variant", [0, 1])
+def test_stress_inputs_keep_probability_distributions_distributions(variant):
+    # rows of a softmax (KernelBench's KL-divergence task) stay rows that sum to 1, flatter or
+    # sharper; a kernel may rely on that (a real one drops terms whose target is below 1e-8, which
+    # the unnormalised x^4 of its ~6e-5 entries all were)
+    torch.manual_seed(0)
+    probs = torch.rand(64, 4096).softmax(dim=-1)
+    s = _stress(probs, variant)
+    assert torch.allclose(s.sum(-1), torch.ones(64), atol=1e-5) and bool((s > 1e-8).all())
+    spread = (s.max(-1).values / s.min(-1).values).median()
+    assert (spread > 10) if variant else (spread < 1.5)  # e^4 sharper, or e^(1/4) flatter
+    cols = torch.rand(16, 8, 32).softmax(dim=1)  # distributions along a middle dimension
+    assert torch.allclose(_stress(cols, variant).sum(1), torch.ones(16, 32), atol=1e-5)
+    plain = torch.rand(64, 64)  # in range, but not distributions: as before
+    assert torch.equal(_stress(plain, variant), plain.pow((0.25, 4.0)[variant]))
+
+
 def test_stress_inputs_beyond_the_distribution_for_plain_gaussian_inputs():
     torch.manual_seed(0)
     x = torch.randn(1024)

@@ -52,6 +52,7 @@ ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "NC
 # Inputs and outputs of one batch of calls kept at once, at most (the candidate's input slots live in
 # /dev/shm on the CPU backend, often small in containers).
 BATCH_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}
+TIMING_FIT = 0.8  # share of the time left that the least timing must fit in (_too_slow_to_time)
 BATCH_MS = 5.0  # and about this much of calls
 
 
@@ -648,11 +649,14 @@ class _Evaluation:
         plan = [(f"c{i}", sd, None) for i, sd in enumerate(self.seeds["trials"])]
         plan += [(f"s{i}", sd, i) for i, sd in enumerate(self.seeds["stress"])]
         done = 0
+        call_ms: list[float] = []  # the harness's wall time per call, per command
         while done < len(plan):
             items = plan[done:done + (self.batch if done else 1)]  # the first alone, then batches
             done += len(items)
             with self._on_device():
-                outcomes, _ = self._batch(items, guarded=True)
+                outcomes, wall = self._batch(items, guarded=True)
+            if outcomes:
+                call_ms.append(wall / len(outcomes))
             for key, seed, stress in items:
                 rec = {"key": key, "seed": seed, "stress": stress is not None}
                 self.res.trials.append(rec)
@@ -670,12 +674,13 @@ class _Evaluation:
                 self._record_error(verdict, rec)
         self._phase("correctness", t0)
         self.res.correct = True
-        if cfg.timing:
-            if not self._time():
-                self.res.correct = False
-                return
-        else:
+        if not cfg.timing:
             self.res.add(Code.TIMING_SKIPPED, "timing was switched off; the reward is at most 1")
+        elif too_slow := self._too_slow_to_time(call_ms):
+            self.res.add(Code.TIMING_SKIPPED, too_slow)
+        elif not self._time():
+            self.res.correct = False
+            return
         self._check_weights()
 
     def _record_precision(self, precision: Any) -> None:
@@ -823,6 +828,24 @@ class _Evaluation:
                                  init_inputs=self.init_inputs, shm_dir=str(self.shm), policy="none",
                                  ipc_segments=self.cfg.ipc_segments, touch=self.cfg.touch)
             self._load_weights(worker, loaded["state"])
+
+    def _too_slow_to_time(self, call_ms: list[float]) -> str | None:
+        """Why a correct candidate cannot be timed in what is left of the evaluation, or None. The
+        timing protocol needs at the least a warm-up batch and `min_iters` batches of samples; a
+        candidate whose calls took so long in the correctness trials (the harness's clock) that
+        these would not fit is judged correct and left untimed, reward 1, rather than timed out:
+        a timeout would punish correct code (a corpus kernel takes 28 s a call on an H200), and
+        slowness on purpose gains nothing, as the reward without timing is at most 1."""
+        if not call_ms:
+            return None
+        cfg, per_call_s = self.cfg, _median(call_ms) / 1e3
+        calls = (self.batch or 1) * (1 + cfg.timing_rounds * -(-cfg.min_iters // cfg.timing_rounds))
+        need, left = calls * per_call_s, self._left()
+        if need <= TIMING_FIT * left:
+            return None
+        return (f"a call of the candidate took {per_call_s:.3g} s in the correctness trials, so the {calls} timed "
+                f"calls that timing needs at the least would take about {need:.0f} s, more than the {left:.0f} s "
+                "left of the evaluation (timeout_s): judged correct without timing, the reward is at most 1")
 
     def _time(self) -> bool:
         """Timing rounds. Each command is a batch of back-to-back timed calls on distinct inputs;

@@ -475,14 +475,19 @@ class Judge:
         return {"ms": [timed_call(self.timer, _nothing, [])[1] for _ in range(n)]}
 
     def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Are ModelNew's parameters and buffers still what `weights` left them, bit for bit?"""
+        """Are ModelNew's parameters and buffers still what `weights` left them, bit for bit?
+
+        Only the state that was loaded is checked: a tensor removed or changed is a modification.
+        Entries that appear during calls (a buffer registered as None and filled at the first call,
+        e.g. BatchNorm folded into a scale and shift) are state derived from the weights; ModelNew
+        may keep such state in any plain attribute as well, so their appearance proves nothing."""
         from cuda_agent.evaluate.compare import same_bits
         from cuda_agent.evaluate.transport import SpecError
 
         expected = getattr(self, "expected", {})
         if not isinstance(state, dict):
             raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object")
-        changed = sorted(set(expected) ^ set(state))
+        changed = sorted(f"{k} removed" for k in set(expected) - set(state))
         try:
             for k, v in expected.items():
                 if k in state and not same_bits(v, self.importer.open(state[k])):
@@ -572,7 +577,9 @@ def _stress(x: Any, variant: int) -> Any:
     - tensors that are not floating, empty, hold NaN/Inf or only integral values (labels, counts,
       masks) stay as they are;
     - tensors within [-1, 1] are pushed towards the ends of their range, x -> sign(x) |x|^p with
-      p = 1/4 or 4: they stay in range, keep their zeros, signs and order;
+      p = 1/4 or 4: they stay in range, keep their zeros, signs and order; non-negative ones whose
+      slices along a dimension all sum to 1 (probabilities: a softmax's output) are divided by
+      their new sums, so they stay distributions, flatter or sharper;
     - other tensors are scaled by 4 or 8, and shifted by 0.5 or -1 only when they have both signs
       and no exact zero: zeros stay zero (triangular, masked, sparse inputs) and non-negative
       inputs stay non-negative.
@@ -584,11 +591,28 @@ def _stress(x: Any, variant: int) -> Any:
         return x
     lo, hi = float(x.min()), float(x.max())
     if -1.0 <= lo and hi <= 1.0:
-        return x.sign() * x.abs().pow((0.25, 4.0)[variant % 2])
+        y = x.sign() * x.abs().pow((0.25, 4.0)[variant % 2])
+        if lo >= 0.0 and (dim := _simplex_dim(x)) is not None:
+            y = y / y.sum(dim, keepdim=True)
+        return y
     scale, shift = [(4.0, 0.5), (8.0, -1.0)][variant % 2]
     if not (lo < 0 < hi) or bool((x == 0).any()):
         shift = 0.0
     return x * scale + shift
+
+
+def _simplex_dim(x: Any) -> int | None:
+    """The last dimension (of more than one element) along which every slice of non-negative `x`
+    sums to 1, or None."""
+    import torch
+
+    for dim in range(x.dim() - 1, -1, -1):
+        if x.shape[dim] > 1 and bool(((x.sum(dim, dtype=torch.float64) - 1.0).abs() <= SIMPLEX_TOL).all()):
+            return dim
+    return None
+
+
+SIMPLEX_TOL = 1e-3  # how far from 1 a slice's sum may be, for float32 sums of many elements
 
 
 # --- the candidate's runner ------------------------------------------------------------------------
