@@ -11,6 +11,13 @@ What it measures:
 - detection of an unjoined side stream (must be every try) and of a joined one (must be none), for
   a small and a large output.
 
+    python benchmarks/stream_check.py --evaluator --candidate KERNEL.py --task TASK.py [--tries 2]
+
+With --evaluator: the candidate through the whole evaluator (`evaluate`, as bench runs it), for
+stream_check off/on x ipc_segments on/off, `--tries` evaluations each; a line per variant with
+the verdicts' codes. Run it under CUDA_LAUNCH_BLOCKING=1 too (the workers inherit CUDA_*): where
+the check's fault needs the evaluator's processes, this says which part of them.
+
 With --candidate and --task (a KernelBench task file and a ModelNew file for it, e.g. a corpus
 kernel): an honest kernel through StreamCheck.call, each of hold off/on x snapshot off/on in a
 process of its own (a fault is sticky), its output compared with the reference's each try; a
@@ -37,11 +44,14 @@ def main() -> int:
     ap.add_argument("--tries", type=int, default=20)
     ap.add_argument("--candidate", type=Path, default=None, help="a ModelNew file (with --task)")
     ap.add_argument("--task", type=Path, default=None, help="its KernelBench task file")
+    ap.add_argument("--evaluator", action="store_true", help="through evaluate() (with --candidate, --task)")
     ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # hold,snapshot in 0/1: one child
     args = ap.parse_args()
-    if args.candidate or args.task:
+    if args.candidate or args.task or args.evaluator:
         if not (args.candidate and args.task):
             ap.error("--candidate and --task go together")
+        if args.evaluator:
+            return through_evaluator(args)
         return variant(args) if args.variant else candidate(args)
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
@@ -107,6 +117,27 @@ def main() -> int:
                       f"{caught}/{args.tries}{'' if ok else '  <-- WRONG'}")
             check.hold_fn = fn
     return 1 if fails else 0
+
+
+def through_evaluator(args) -> int:
+    """A line per (stream_check, ipc_segments): each evaluation's codes, or `correct`."""
+    from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+    from cuda_agent.tasks import load_task
+
+    task, cand = load_task(args.task), load_candidate(args.candidate)
+    for stream_check in (False, True):
+        for ipc in (True, False):
+            verdicts = []
+            for _ in range(args.tries):
+                cfg = EvalConfig(device="cuda", policy="kernelbench", compile_baseline=False,
+                                 stream_check=stream_check, ipc_segments=ipc)
+                res = evaluate(task, cand, cfg)
+                verdicts.append("correct" if res.correct else ",".join(r.code.value for r in res.failures))
+                if not res.correct:
+                    print(f"  {res.failures[0].message[:300]}", flush=True)
+            print(f"stream_check {'on ' if stream_check else 'off'} ipc_segments {'on ' if ipc else 'off'}: "
+                  f"{' '.join(verdicts)}", flush=True)
+    return 0
 
 
 def candidate(args) -> int:
