@@ -278,8 +278,8 @@ def test_correct_except_during_timing(tmp_path, cache_dir, device):
 
 
 def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir):
-    # each call takes 1.5 s: the 3 trials fit in timeout_s, the 7 calls that timing needs at the least
-    # do not. Timing it would end in a timeout (reward -1) for a correct candidate.
+    # each call takes 1.5 s: the 3 trials fit in timeout_s, the least timing (a warm-up batch and 6 of
+    # samples) does not. Timing it would end in a timeout (reward -1) for a correct candidate.
     body = """
     import time
     class ModelNew(nn.Module):
