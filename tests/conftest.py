@@ -28,6 +28,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """One build cache for the whole session, so each distinct extension is compiled once."""
+    """One build cache for the whole run, so each distinct extension is compiled once: shared by the
+    processes of `pytest -n N` (pytest-xdist), whose builds and CPU timing locks it holds too."""
     d = os.environ.get("CUDA_AGENT_TEST_CACHE")
-    return Path(d) if d else tmp_path_factory.mktemp("cuda-agent-cache")
+    if d:
+        return Path(d)
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, above each worker's own
+    path = base / "cuda-agent-cache"
+    path.mkdir(exist_ok=True)
+    return path

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.evaluate import Code, EvalConfig, evaluate, load_candidate
+from cuda_agent.evaluate import Code, EvalConfig, engine, evaluate, load_candidate
 from cuda_agent.evaluate.baselines import (BaselineCache, Baselines, baseline_candidate, baseline_key)
 from cuda_agent.evaluate.result import TimeStats
 from cuda_agent.tasks import load_task
@@ -80,7 +80,18 @@ def _cfg(cache_dir: Path, **kw) -> EvalConfig:
     return EvalConfig(device="cpu", cache_dir=cache_dir, policy="kernelbench", timeout_s=300, **kw)
 
 
-def test_baselines_measured_once_then_cached(tmp_path):
+@pytest.fixture
+def kept_however_noisy(monkeypatch):
+    """Baselines are cached whatever their spread. Tests of the cache itself use it: on CI's two cores
+    a neighbour process (pytest -n 2) makes the torch.compile baseline's samples spread beyond the
+    noise gate (`engine.NOISY_SPREAD`, `NOISY_MS`; measured here: iqr 0.57 to 1.6 ms at a median of
+    0.22 to 1.5 ms, against iqr 0.09 ms alone), the evaluator rightly declines to cache them, and a
+    test of the second evaluation reading the cache would fail for the neighbour's sake. The gate
+    has its own test (test_noisy_baselines_are_not_cached)."""
+    monkeypatch.setattr(engine, "NOISY_MS", float("inf"))
+
+
+def test_baselines_measured_once_then_cached(tmp_path, kept_however_noisy):
     cand = tmp_path / "cand.py"
     cand.write_text(CORRECT)
     task, cache = load_task(TASK), tmp_path / "cache"
@@ -104,7 +115,7 @@ def test_baselines_measured_once_then_cached(tmp_path):
     assert len(list((cache / "baselines").glob("*.json"))) == 1  # one file for the task
 
 
-def test_cached_baselines_set_the_candidates_batch_size(tmp_path):
+def test_cached_baselines_set_the_candidates_batch_size(tmp_path, kept_however_noisy):
     """The batch size follows from the reference's time per call, which is noisy: an evaluation
     adopts the cached entry's size (the candidate is timed as the baselines were) rather than
     missing the cache whenever its own estimate differs."""
@@ -171,7 +182,7 @@ def test_noisy_baselines_are_not_cached(tmp_path):
     assert not list((cache / "baselines").glob("*.json"))
 
 
-def test_tampered_cache_entry_is_measured_again(tmp_path):
+def test_tampered_cache_entry_is_measured_again(tmp_path, kept_however_noisy):
     cand = tmp_path / "cand.py"
     cand.write_text(CORRECT)
     task, cache = load_task(TASK), tmp_path / "cache"
@@ -187,7 +198,7 @@ def test_tampered_cache_entry_is_measured_again(tmp_path):
 
 
 @pytest.mark.slow
-def test_compile_baseline_runs_in_its_own_runner_and_is_cached(tmp_path):
+def test_compile_baseline_runs_in_its_own_runner_and_is_cached(tmp_path, kept_however_noisy):
     cand = tmp_path / "cand.py"
     cand.write_text(CORRECT)
     task, cache = load_task(TASK), tmp_path / "cache"
@@ -196,6 +207,8 @@ def test_compile_baseline_runs_in_its_own_runner_and_is_cached(tmp_path):
     if Code.BASELINE_COMPILE_UNAVAILABLE in [r.code for r in first.reasons]:
         pytest.skip("torch.compile cannot build on this machine")
     assert first.times_ms["compile"].median > 0 and first.speedup_compile > 0
+    assert first.timing_check["baselines"]["source"] == "measured"
+    assert first.timing_check["baselines"]["cached"] is True
     second = evaluate(task, load_candidate(cand), _cfg(cache, compile_baseline=True, timing_budget_s=0.3))
     assert second.timing_check["baselines"]["source"] == "cached"
     assert second.times_ms["compile"] == first.times_ms["compile"]
