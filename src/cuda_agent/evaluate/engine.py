@@ -52,8 +52,8 @@ ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "NC
 # Inputs and outputs of one batch of calls kept at once, at most (the candidate's input slots live in
 # /dev/shm on the CPU backend, often small in containers).
 BATCH_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}
-TIMING_FIT = 0.8  # share of the time left that the least timing must fit in (_too_slow_to_time)
 BATCH_MS = 5.0  # and about this much of calls
+TIMING_FIT = 0.8  # share of the time left that the least timing must fit in (_too_slow_to_time)
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
@@ -839,7 +839,7 @@ class _Evaluation:
         if not call_ms:
             return None
         cfg, per_call_s = self.cfg, _median(call_ms) / 1e3
-        calls = (self.batch or 1) * (1 + cfg.timing_rounds * -(-cfg.min_iters // cfg.timing_rounds))
+        calls = (self.batch or 1) * (1 + cfg.timing_rounds * _least_samples_per_round(cfg))
         need, left = calls * per_call_s, self._left()
         if need <= TIMING_FIT * left:
             return None
@@ -873,7 +873,7 @@ class _Evaluation:
         # device, then reused by every evaluation) get a budget of their own.
         chunk_ms = {impl: (cfg.baseline_budget_s if impl != "candidate" and store is not None
                            else cfg.timing_budget_s) * 1e3 / cfg.timing_rounds for impl in impls}
-        lo = -(-cfg.min_iters // cfg.timing_rounds)  # samples (batches) per round
+        lo = _least_samples_per_round(cfg)
         hi = max(cfg.max_iters // cfg.timing_rounds, lo)
         counts = {"timed": 0, "checked": 0}
 
@@ -1040,6 +1040,11 @@ def _batch_size(in_bytes: int, out_bytes: int, call_ms: float | None, most: int,
 
 
 _RNG = random.SystemRandom()  # which timed calls get checked: unpredictable, like the seeds
+
+
+def _least_samples_per_round(cfg: EvalConfig) -> int:
+    """Samples (batches) each timing round takes at the least, so that the rounds hold `min_iters`."""
+    return -(-cfg.min_iters // cfg.timing_rounds)
 
 
 def _median(xs: list[float]) -> float:
