@@ -63,7 +63,7 @@ FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang
 HONEST_KINDS = {"plain", "side_stream", "weight_transform", "cublas", "fp16", "multi_launch",
                 # patterns of real model-written kernels that earlier rules rejected
                 "autotune", "autograd", "class_state", "build_dir", "renamed_params", "reshaped_params",
-                "structured_input", "lazy_derived_state"}
+                "structured_input", "lazy_derived_state", "aliased_state"}
 OUTPUT_BOUND = 64 * 1024  # bytes of candidate output a result may keep, at most
 DEFAULT_TIMEOUT_S = 60
 

@@ -332,3 +332,44 @@ def test_equal_constants_follow_the_layer_they_follow_in_both_models():
     assert m.pairs == {"second.conv.weight": "conv_b.weight", "second.bn.weight": "bn_b.weight",
                        "first.conv.weight": "conv_a.weight", "first.bn.weight": "bn_a.weight"}
     assert not m.missing and not m.extra
+
+
+def test_a_tensor_under_several_names_is_one_entry_under_its_first_name():
+    """A submodule registered twice (as `norm` and inside a fused wrapper) and tied weights: each
+    tensor once, under its first state_dict name; a view of another shape is not an alias."""
+
+    class Fused(nn.Module):
+        def __init__(self, bn):
+            super().__init__()
+            self.bn = bn
+
+    m = nn.Module()
+    m.norm = nn.BatchNorm1d(4)
+    m.fused = Fused(m.norm)
+    m.a = nn.Linear(4, 4, bias=False)
+    m.b = nn.Linear(4, 4, bias=False)
+    m.b.weight = m.a.weight  # tied
+    m.register_buffer("flat", m.a.weight.detach().view(16))
+    state, aliases = weights.distinct(m.state_dict())
+    assert list(state) == ["flat", "norm.weight", "norm.bias", "norm.running_mean", "norm.running_var",
+                           "norm.num_batches_tracked", "a.weight"]  # the root's own entries first
+    assert aliases == {"fused.bn.weight": "norm.weight", "fused.bn.bias": "norm.bias",
+                       "fused.bn.running_mean": "norm.running_mean", "fused.bn.running_var": "norm.running_var",
+                       "fused.bn.num_batches_tracked": "norm.num_batches_tracked", "b.weight": "a.weight"}
+
+
+def test_the_cuda_runtimes_out_of_memory_is_out_of_memory_not_the_candidates_runtime_error():
+    """cudaErrorMemoryAllocation (an AcceleratorError, not torch.OutOfMemoryError) is raised where a
+    neighbour on the GPU may hold the memory, so it must reach the evaluator as out_of_memory, which
+    runs the evaluation again alone; other CUDA errors keep their codes."""
+    from cuda_agent.evaluate.result import Code
+    from cuda_agent.evaluate.worker import classify
+
+    def accel(code):
+        exc = torch.AcceleratorError("CUDA error: out of memory" if code == 2 else "CUDA error")
+        exc.error_code = code
+        return exc
+
+    assert classify(accel(2))[0] is Code.OUT_OF_MEMORY
+    assert classify(accel(700))[0] is Code.ILLEGAL_MEMORY_ACCESS
+    assert classify(accel(1))[0] is Code.RUNTIME_ERROR

@@ -26,6 +26,11 @@ its default init (KernelBench's same-seed rule, recorded as such), while constan
 re-drawn all the same, since a kernel that folded a constant into something else at init time
 ignores that tensor.
 
+A tensor held under several state_dict names (a submodule registered twice, as `self.conv` and in a
+fused wrapper; tied weights) is one entry, under its first name (`distinct`), on both sides: each
+alias matched on its own would take a reference tensor of its own, and loading writes every alias
+into the one tensor, the last write winning.
+
 Derived tensors that ModelNew computes in `__init__` from its own parameters go stale when the
 reference's state is loaded, as they would after loading any trained checkpoint: recompute them in
 a `register_load_state_dict_post_hook`, or in forward.
@@ -58,6 +63,23 @@ def learned(model: torch.nn.Module) -> dict[str, torch.Tensor]:
                 if isinstance(t, torch.Tensor) and t.is_floating_point() and name in keys:
                     out[name] = t
     return out
+
+
+def distinct(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """`state` (a state_dict) with each tensor once, under its first name, and each other name of a
+    tensor (an alias: the same storage, offset, shape, strides and dtype) mapped to that first name."""
+    first: dict[tuple[Any, ...], str] = {}
+    out: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, t in state.items():
+        key = (t.device, t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride())) if t.numel() else None
+        if key in first:
+            aliases[name] = first[key]
+            continue
+        if key is not None:
+            first[key] = name
+        out[name] = t
+    return out, aliases
 
 
 def is_constant(t: torch.Tensor) -> bool:

@@ -36,6 +36,7 @@ from cuda_agent.evaluate.guard import NAMESPACES, _resolve, namespace_objects  #
 from cuda_agent.evaluate.result import Code
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
+CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation: the runtime's own out of memory (not the caching allocator's)
 
 
 class Failure(Exception):
@@ -69,6 +70,8 @@ def classify(exc: BaseException) -> tuple[Code, str]:
     if accel is not None and isinstance(exc, accel):
         if getattr(exc, "error_code", None) in ILLEGAL_ADDRESS_ERRORS:
             return Code.ILLEGAL_MEMORY_ACCESS, _trace(exc)
+        if getattr(exc, "error_code", None) == CUDA_OUT_OF_MEMORY:  # a neighbour may have caused it
+            return Code.OUT_OF_MEMORY, _trace(exc)
     return Code.RUNTIME_ERROR, _trace(exc)
 
 
@@ -247,7 +250,7 @@ class Judge:
         return {
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
-            "state": {k: describe(v) for k, v in self.model.state_dict().items()},
+            "state": {k: describe(v) for k, v in weights.distinct(self.model.state_dict())[0].items()},
             "weights": dict(self.weights),
         }
 
@@ -285,7 +288,7 @@ class Judge:
         from cuda_agent.evaluate import weights
         from cuda_agent.evaluate.transport import SpecError
 
-        ref = self.model.state_dict()
+        ref = weights.distinct(self.model.state_dict())[0]  # ModelNew's `state` has no aliases either
         if not isinstance(state, dict) or not all(isinstance(s, dict) for s in state.values()):
             raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object of tensor specs")
         own: dict[str, Any] = {}
@@ -297,7 +300,7 @@ class Judge:
                 if not isinstance(values, dict) or set(values) != set(state):
                     raise Failure(Code.PROTOCOL_VIOLATION, "the state's values do not match its specs")
                 own = {k: self.importer.open(v).clone() for k, v in values.items()}
-                m = weights.match_by_value(self.default_state, own)
+                m = weights.match_by_value({k: self.default_state[k] for k in ref}, own)
                 if policy == "strict" or owner != "candidate":
                     raise Failure(Code.STATE_DICT_MISMATCH, weights.mismatch_hint(ref, state, m))
                 self._same_seed_where_fused(m)
@@ -631,7 +634,7 @@ class Runner:
                  touch: str, ipc_segments: bool = True, stream_check: bool = False) -> dict[str, Any]:
         import torch
 
-        from cuda_agent.evaluate import guard
+        from cuda_agent.evaluate import guard, weights
         from cuda_agent.evaluate.transport import Exporter, describe, from_inline
 
         self.device = _device(device)
@@ -668,14 +671,17 @@ class Runner:
             raise Failure(code if code is not Code.RUNTIME_ERROR else Code.INIT_ERROR,
                           f"ModelNew(*get_init_inputs()) failed:\n{msg}")
         self.integrity.check()
-        self.state = {k: self.exporter.empty(describe(v)) for k, v in self.model.state_dict().items()}
+        state, self.aliases = weights.distinct(self.model.state_dict())  # each tensor once
+        self.state = {k: self.exporter.empty(describe(v)) for k, v in state.items()}
         return {"state": {k: self.exporter.export_allocated(v) for k, v in self.state.items()},
                 "precision": _precision()}
 
     def cmd_load_weights(self, keys: list[str] | None = None) -> dict[str, Any]:
-        """Load the state buffers the judge wrote (`keys`; all of them by default)."""
+        """Load the state buffers the judge wrote (`keys`; all of them by default). An alias gets
+        the buffer of the name it aliases: the same value into the same tensor."""
         if keys is None or set(keys) == set(self.state):
-            self.model.load_state_dict(self.state, strict=True)
+            self.model.load_state_dict(self.state | {a: self.state[k] for a, k in self.aliases.items()},
+                                       strict=True)
         else:
             self.model.load_state_dict({k: self.state[k] for k in keys if k in self.state}, strict=False)
         self.timer.sync(spin=False)
@@ -737,9 +743,11 @@ class Runner:
         return {"out": describe(out, self.exporter.export), "plain": _plain(out)}
 
     def cmd_state(self) -> dict[str, Any]:
+        from cuda_agent.evaluate import weights
+
         self.exporter.release()
-        return {"state": {k: self.exporter.export(v.detach()) for k, v in self.model.state_dict().items()},
-                "precision": _precision()}
+        state = weights.distinct(self.model.state_dict())[0]
+        return {"state": {k: self.exporter.export(v.detach()) for k, v in state.items()}, "precision": _precision()}
 
 
 # Inline CUDA (jiterator, NVRTC) that keeps every thread slot of the GPU busy for `ns` nanoseconds
