@@ -729,7 +729,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
             for run, task, sample, result in con.execute("SELECT run, task, sample, result FROM results").fetchall():
                 reasons = json.loads(result).get("reasons") or []
                 hit = [r["code"] for r in reasons if r.get("code") in codes or (args.infra and r.get("kind") == "infra")]
-                if hit:
+                if hit and (not args.where or any(w in f"{run}/{task}" for w in args.where)):
                     con.execute("DELETE FROM results WHERE run = ? AND task = ? AND sample = ?", (run, task, sample))
                     dropped.append((run, task, hit[0]))
         con.close()
@@ -821,6 +821,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example: python benchmarks/corpus.py forget --codes out_of_memory --infra")
     q.add_argument("--codes", default="out_of_memory", help="reason codes, comma-separated (default out_of_memory)")
     q.add_argument("--infra", action="store_true", help="also every verdict with a reason of kind infra")
+    q.add_argument("--where", action="append", default=[], metavar="RUN/TASK",
+                   help="only verdicts whose RUN/TASK contains this (repeatable; e.g. gemini_level3_run/level3/23_), "
+                        "to evaluate again kernels whose verdict a fix changes")
     q.add_argument("--runs-dir", type=Path, default=STAGED / "runs",
                    help=f"the stores, RUN.sqlite (default: {STAGED / 'runs'})")
     q.set_defaults(func=cmd_forget)

@@ -45,12 +45,31 @@ def test_forget_drops_the_verdicts_with_the_codes_asked_for(tmp_path):
             res = EvalResult(task=task, candidate="c")
             res.add(code, "why")
             store.put("r", task, 0, 1, "c", "", res, "v")
-    args = type("Args", (), {"runs_dir": tmp_path, "codes": "out_of_memory", "infra": True})()
+    args = type("Args", (), {"runs_dir": tmp_path, "codes": "out_of_memory", "infra": True, "where": []})()
     assert corpus.cmd_forget(args) == 0
     left = {t for (t,) in sqlite3.connect(db).execute("SELECT task FROM results")}
     kinds = {t: json.loads(r)["reasons"][0]["kind"] for t, r in
              sqlite3.connect(db).execute("SELECT task, result FROM results")}
     assert left == {"bad"}, kinds  # reference_error is of kind infra; output_mismatch stays
+
+
+def test_forget_where_drops_only_the_kernels_named(tmp_path):
+    from cuda_agent.bench.store import Store
+    from cuda_agent.evaluate.result import Code, EvalResult
+
+    corpus = _corpus()
+    db = tmp_path / "run.sqlite"
+    with Store(db) as store:
+        store.open_run("r", {"taskset": "t", "solutions": "s", "device": "cpu", "policy": "none", "tasks": []})
+        for task in ("level3/4_LeNet5", "level3/14_DenseNet", "level3/23_EfficientNetB1"):
+            res = EvalResult(task=task, candidate="c")
+            res.add(Code.OUTPUT_MISMATCH, "why")
+            store.put("r", task, 0, 1, "c", "", res, "v")
+    args = type("Args", (), {"runs_dir": tmp_path, "codes": "output_mismatch", "infra": False,
+                             "where": ["r/level3/4_", "r/level3/23_"]})()
+    assert corpus.cmd_forget(args) == 0
+    left = {t for (t,) in sqlite3.connect(db).execute("SELECT task FROM results")}
+    assert left == {"level3/14_DenseNet"}  # "level3/4_" is not a part of "level3/14_"
 
 
 def test_pack_then_restore_carries_the_stores_logs_and_memory_needs(tmp_path):
