@@ -358,6 +358,22 @@ def test_a_tensor_under_several_names_is_one_entry_under_its_first_name():
                        "fused.bn.num_batches_tracked": "norm.num_batches_tracked", "b.weight": "a.weight"}
 
 
+def test_tensors_without_storage_are_never_aliases_of_each_other():
+    """Wrapper subclasses (no storage, data pointer 0) of one shape are distinct tensors."""
+
+    class Lazy(torch.Tensor):
+        @staticmethod
+        def __new__(cls, shape):
+            return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError(func)
+
+    state, aliases = weights.distinct({"a": Lazy((3,)), "b": Lazy((3,)), "c": torch.ones(0), "d": torch.ones(0)})
+    assert list(state) == ["a", "b", "c", "d"] and aliases == {}
+
+
 def test_the_cuda_runtimes_out_of_memory_is_out_of_memory_not_the_candidates_runtime_error():
     """cudaErrorMemoryAllocation (an AcceleratorError, not torch.OutOfMemoryError) is raised where a
     neighbour on the GPU may hold the memory, so it must reach the evaluator as out_of_memory, which

@@ -68,11 +68,18 @@ def learned(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def distinct(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """`state` (a state_dict) with each tensor once, under its first name, and each other name of a
     tensor (an alias: the same storage, offset, shape, strides and dtype) mapped to that first name."""
+    def place(t: torch.Tensor) -> tuple[Any, ...] | None:
+        try:  # a tensor without storage (a wrapper subclass) has no data pointer: never an alias
+            ptr = t.data_ptr() if t.numel() else 0
+        except (RuntimeError, TypeError, NotImplementedError):
+            ptr = 0
+        return (t.device, ptr, t.dtype, tuple(t.shape), tuple(t.stride())) if ptr else None
+
     first: dict[tuple[Any, ...], str] = {}
     out: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}
     for name, t in state.items():
-        key = (t.device, t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride())) if t.numel() else None
+        key = place(t)
         if key in first:
             aliases[name] = first[key]
             continue
