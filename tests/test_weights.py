@@ -249,6 +249,35 @@ def test_fused_parameters_fall_back_to_the_same_seed_rule_and_say_so(tmp_path, c
     assert res.weights["kept_own"] == ["wb"]
 
 
+def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed_rule(tmp_path, cache_dir):
+    """A real-kernel pattern: the Linear kept, and its weight transposed into a buffer in __init__
+    that forward reads. The buffer holds Model's fc.weight in another order, so it was copied at init
+    and stays at the default init whatever is loaded: KernelBench's same-seed rule applies, while
+    constant-init tensors are still re-drawn (a copy that also skips a bias still fails)."""
+    task = ADV / "tasks" / "linear_relu.py"
+    res = _eval(tmp_path, cache_dir, task, """
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.fc = nn.Linear(in_features, out_features)
+                self.register_buffer("w_t", self.fc.weight.detach().t().contiguous())  # [in, out]
+            def forward(self, x):
+                return torch.relu(x @ self.w_t + self.fc.bias)
+        """, HEADER)
+    assert res.correct and res.reward == 1, res.reasons
+    assert res.weights["rule"] == "same_seed" and "w_t (a copy of fc.weight" in res.weights["note"]
+    skips_bias = _eval(tmp_path, cache_dir, task, """
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.fc = nn.Linear(in_features, out_features)
+                self.register_buffer("w_t", self.fc.weight.detach().t().contiguous())
+            def forward(self, x):
+                return torch.relu(x @ self.w_t)
+        """, HEADER)
+    assert _codes(skips_bias) == ["output_mismatch"], skips_bias.reasons
+
+
 def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench(tmp_path, cache_dir):
     res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
         class ModelNew(nn.Module):

@@ -21,7 +21,9 @@ profile requires it). Otherwise (kernelbench profile) by value, which is KernelB
 explicit: ModelNew is built under the same seed as Model, so a tensor of ModelNew that holds one of
 Model's is bitwise equal to it at default init; equal constants are told apart by their last name
 part (`weight`, `running_var`), then by order. A tensor of Model with a random default init that
-no tensor of ModelNew holds was fused or reshaped by ModelNew: then every random-init tensor keeps
+no tensor of ModelNew holds was fused or reshaped by ModelNew, and one whose elements an unmatched
+tensor of ModelNew holds in another order was copied into another layout at init (`copies`, e.g. a
+transposed weight beside the Linear it came from): then every random-init tensor keeps
 its default init (KernelBench's same-seed rule, recorded as such), while constant-init tensors are
 re-drawn all the same, since a kernel that folded a constant into something else at init time
 ignores that tensor.
@@ -219,6 +221,28 @@ def match_by_value(default: dict[str, torch.Tensor], values: dict[str, torch.Ten
         anchor = order[pick]
     pairs = {name: pairs[name] for name in values if name in pairs}  # ModelNew's order
     return Match(pairs=pairs, by="value", missing=[r for r in default if r not in taken], extra=extra)
+
+
+def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Which of ModelNew's unmatched entries (`extra`, with their default-init `values`) hold the
+    elements of one of Model's random-init tensors in another order (a weight transposed or
+    re-laid out in __init__, kept beside the original): {ModelNew's name: Model's name}. The same
+    multiset of a few thousand random floats does not happen by chance."""
+    out: dict[str, str] = {}
+    for name in extra:
+        v = values[name]
+        if not v.is_floating_point() or v.numel() < 2:
+            continue
+        for ref_name, r in random_init.items():
+            if r.numel() != v.numel() or r.dtype != v.dtype:
+                continue
+            a, b = v.reshape(-1).to(r.device), r.reshape(-1)
+            if a.min() != b.min() or a.max() != b.max():  # cheap first
+                continue
+            if torch.equal(torch.sort(a).values, torch.sort(b).values):
+                out[name] = ref_name
+                break
+    return out
 
 
 def fit(t: torch.Tensor, shape: Any) -> torch.Tensor:

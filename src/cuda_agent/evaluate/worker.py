@@ -303,7 +303,7 @@ class Judge:
                 m = weights.match_by_value({k: self.default_state[k] for k in ref}, own)
                 if policy == "strict" or owner != "candidate":
                     raise Failure(Code.STATE_DICT_MISMATCH, weights.mismatch_hint(ref, state, m))
-                self._same_seed_where_fused(m)
+                self._same_seed_where_fused(m, own)
             for mine, theirs in m.pairs.items():
                 target = self.importer.open(state[mine])
                 target.copy_(weights.fit(ref[theirs], target.shape))
@@ -320,21 +320,32 @@ class Judge:
                 self.weights.update(copied=len(m.pairs), kept_own=m.extra[:8], unmatched=m.missing[:8])
         return {"filled": list(m.pairs), "weights": dict(self.weights)}
 
-    def _same_seed_where_fused(self, m: Any) -> None:
+    def _same_seed_where_fused(self, m: Any, own: dict[str, Any]) -> None:
         """A learned tensor with a random default init that ModelNew holds nowhere was fused or
-        reshaped in its __init__: every random-init tensor goes back to its default init, the value
-        ModelNew was built with (KernelBench's same-seed rule); constant-init ones stay re-drawn."""
+        reshaped in its __init__, and one that an unmatched tensor of ModelNew holds in another
+        order was copied into another layout there (`weights.copies`; a copy made at init keeps the
+        default init whatever is loaded later). Either way every random-init tensor goes back to its
+        default init, the value ModelNew was built with (KernelBench's same-seed rule); constant-init
+        ones stay re-drawn."""
         from cuda_agent.evaluate import weights
 
-        fused = [k for k in m.missing if k in self.learned and not weights.is_constant(self.default_state[k])]
-        if not fused or self.weights["rule"] != "redrawn":
+        if self.weights["rule"] != "redrawn":
             return
         random_init = [k for k in self.learned if not weights.is_constant(self.default_state[k])]
+        fused = [k for k in m.missing if k in random_init]
+        copied = weights.copies(m.extra, own, {k: self.default_state[k] for k in random_init if k in m.pairs.values()})
+        if not fused and not copied:
+            return
         self._restore(random_init)
+        why = []
+        if fused:
+            why.append(f"holds none of {', '.join(fused[:4])}{' ...' if len(fused) > 4 else ''} as Model built it "
+                       "(fused or reshaped)")
+        if copied:
+            why.append("keeps " + ", ".join(f"{c} (a copy of {r} in another layout)" for c, r in list(copied.items())[:4]))
         self.weights.update(
             rule="same_seed", redrawn=len(self.learned) - len(random_init),
-            note=f"ModelNew holds none of {', '.join(fused[:4])}{' ...' if len(fused) > 4 else ''} as Model "
-                 f"built it (fused or reshaped): {len(random_init)} tensor(s) with a random default init "
+            note=f"ModelNew {'; and '.join(why)}: {len(random_init)} tensor(s) with a random default init "
                  "kept it (same-seed rule); constant-init ones were re-drawn")
 
     def _inputs(self, seed: int) -> list[Any]:
