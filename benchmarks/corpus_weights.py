@@ -7,8 +7,8 @@ re-drawn reference weights go.
 
 Per kernel: `name` (ModelNew has Model's state_dict names: the weights are loaded by name),
 `value` (matched by value; `copied` of Model's learned tensors reach ModelNew), `same_seed`
-(ModelNew holds some random-init tensor of Model nowhere, fused or reshaped: those keep their
-default init, KernelBench's rule), or `unbuildable` (ModelNew's __init__ needs the GPU or the
+(ModelNew holds some random-init tensor of Model nowhere, fused or reshaped, or a copy of one in
+another layout, `copies`: those keep their default init, KernelBench's rule), or `unbuildable` (ModelNew's __init__ needs the GPU or the
 extension here). `ignored` lists the learned tensors of Model that will be re-drawn but reach no
 tensor of ModelNew (a kernel that does not use them fails: right for a cheat, wrong for a kernel
 that derives them from other state). Run after `corpus.py stage`.
@@ -72,17 +72,20 @@ def check(task_path: Path, kernel_path: Path, seed: int = 1234) -> dict:
         return {"rule": "unbuildable", "why": f"{type(exc).__name__}: {str(exc)[:120]}"}
     finally:
         ext.load_inline, ext.load = saved
-    own = {k: v.detach() for k, v in new.state_dict().items()}
+    own = {k: v.detach() for k, v in weights.distinct(new.state_dict())[0].items()}  # as the runner sends it
+    ref = weights.distinct(model.state_dict())[0]
     specs = {k: {"shape": list(v.shape), "dtype": dtype_name(v.dtype)} for k, v in own.items()}
-    m = weights.match_by_name(model.state_dict(), specs)
+    m = weights.match_by_name(ref, specs)
+    fused, copied = [], {}
     if m is None:
-        m = weights.match_by_value(default, own)
+        m = weights.match_by_value({k: default[k] for k in ref}, own)
+        fused, copied = weights.fused_or_copied(m, own, default, learned)
     reached = set(m.pairs.values())
-    fused = [k for k in m.missing if k in learned and not weights.is_constant(default[k])]
-    rule = "same_seed" if m.by == "value" and fused else m.by
+    rule = "same_seed" if fused or copied else m.by
     redrawn = set(learned) if rule != "same_seed" else {k for k in learned if weights.is_constant(default[k])}
     return {"rule": rule, "learned": len(learned), "copied": len([k for k in reached if k in learned]),
-            "ignored": sorted(redrawn - reached), "fused": fused[:6], "extra": m.extra[:6]}
+            "ignored": sorted(redrawn - reached), "fused": fused[:6], "copies": dict(list(copied.items())[:6]),
+            "extra": m.extra[:6]}
 
 
 def main() -> int:

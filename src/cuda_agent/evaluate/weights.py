@@ -245,6 +245,17 @@ def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[
     return out
 
 
+def fused_or_copied(m: Match, own: dict[str, torch.Tensor], default: dict[str, torch.Tensor],
+                    learned: Any) -> tuple[list[str], dict[str, str]]:
+    """Why a by-value match falls back to the same-seed rule, if it does: Model's random-init
+    learned tensors that ModelNew holds nowhere (fused or reshaped), and ModelNew's unmatched
+    entries that hold a matched one's elements in another order (`copies`). Both empty: it does not."""
+    random_init = [k for k in learned if not is_constant(default[k])]
+    fused = [k for k in m.missing if k in random_init]
+    matched = set(m.pairs.values())
+    return fused, copies(m.extra, own, {k: default[k] for k in random_init if k in matched})
+
+
 def fit(t: torch.Tensor, shape: Any) -> torch.Tensor:
     """The reference's tensor `t` in the shape of the ModelNew entry it was matched to (the same
     elements in the same order: `match_by_value` pairs reshapes only)."""

@@ -331,11 +331,10 @@ class Judge:
 
         if self.weights["rule"] != "redrawn":
             return
-        random_init = [k for k in self.learned if not weights.is_constant(self.default_state[k])]
-        fused = [k for k in m.missing if k in random_init]
-        copied = weights.copies(m.extra, own, {k: self.default_state[k] for k in random_init if k in m.pairs.values()})
+        fused, copied = weights.fused_or_copied(m, own, self.default_state, self.learned)
         if not fused and not copied:
             return
+        random_init = [k for k in self.learned if not weights.is_constant(self.default_state[k])]
         self._restore(random_init)
         why = []
         if fused:
