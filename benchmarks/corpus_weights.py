@@ -8,8 +8,8 @@ re-drawn reference weights go.
 Per kernel: `name` (ModelNew has Model's state_dict names: the weights are loaded by name),
 `value` (matched by value; `copied` of Model's learned tensors reach ModelNew), `same_seed`
 (ModelNew holds some random-init tensor of Model nowhere, fused or reshaped, or a copy of one in
-another layout, `copies`: those keep their default init, KernelBench's rule), or `unbuildable` (ModelNew's __init__ needs the GPU or the
-extension here). `ignored` lists the learned tensors of Model that will be re-drawn but reach no
+another layout, `copies`: those keep their default init, KernelBench's rule), or `unbuildable`
+(ModelNew's __init__ needs the GPU or the extension here). `ignored` lists the learned tensors of Model that will be re-drawn but reach no
 tensor of ModelNew (a kernel that does not use them fails: right for a cheat, wrong for a kernel
 that derives them from other state). Run after `corpus.py stage`.
 """
@@ -77,12 +77,13 @@ def check(task_path: Path, kernel_path: Path, seed: int = 1234) -> dict:
     specs = {k: {"shape": list(v.shape), "dtype": dtype_name(v.dtype)} for k, v in own.items()}
     m = weights.match_by_name(ref, specs)
     fused, copied = [], {}
+    random_init = weights.random_init_names(learned, default)
     if m is None:
         m = weights.match_by_value({k: default[k] for k in ref}, own)
-        fused, copied = weights.fused_or_copied(m, own, default, learned)
+        fused, copied = weights.fused_or_copied(m, own, default, random_init)
     reached = set(m.pairs.values())
     rule = "same_seed" if fused or copied else m.by
-    redrawn = set(learned) if rule != "same_seed" else {k for k in learned if weights.is_constant(default[k])}
+    redrawn = set(learned) - (set(random_init) if rule == "same_seed" else set())
     return {"rule": rule, "learned": len(learned), "copied": len([k for k in reached if k in learned]),
             "ignored": sorted(redrawn - reached), "fused": fused[:6], "copies": dict(list(copied.items())[:6]),
             "extra": m.extra[:6]}

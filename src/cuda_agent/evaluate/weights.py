@@ -245,12 +245,17 @@ def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[
     return out
 
 
+def random_init_names(learned: Any, default: dict[str, torch.Tensor]) -> list[str]:
+    """The learned tensors (names) whose default init is random, not a constant."""
+    return [k for k in learned if not is_constant(default[k])]
+
+
 def fused_or_copied(m: Match, own: dict[str, torch.Tensor], default: dict[str, torch.Tensor],
-                    learned: Any) -> tuple[list[str], dict[str, str]]:
+                    random_init: list[str]) -> tuple[list[str], dict[str, str]]:
     """Why a by-value match falls back to the same-seed rule, if it does: Model's random-init
-    learned tensors that ModelNew holds nowhere (fused or reshaped), and ModelNew's unmatched
-    entries that hold a matched one's elements in another order (`copies`). Both empty: it does not."""
-    random_init = [k for k in learned if not is_constant(default[k])]
+    learned tensors (`random_init`) that ModelNew holds nowhere (fused or reshaped), and ModelNew's
+    unmatched entries that hold a matched one's elements in another order (`copies`). Both empty:
+    it does not."""
     fused = [k for k in m.missing if k in random_init]
     matched = set(m.pairs.values())
     return fused, copies(m.extra, own, {k: default[k] for k in random_init if k in matched})

@@ -331,10 +331,10 @@ class Judge:
 
         if self.weights["rule"] != "redrawn":
             return
-        fused, copied = weights.fused_or_copied(m, own, self.default_state, self.learned)
+        random_init = weights.random_init_names(self.learned, self.default_state)
+        fused, copied = weights.fused_or_copied(m, own, self.default_state, random_init)
         if not fused and not copied:
             return
-        random_init = [k for k in self.learned if not weights.is_constant(self.default_state[k])]
         self._restore(random_init)
         why = []
         if fused:
