@@ -13,10 +13,11 @@ What it measures:
 
     python benchmarks/stream_check.py --evaluator --candidate KERNEL.py --task TASK.py [--tries 2]
 
-With --evaluator: the candidate through the whole evaluator (`evaluate`, as bench runs it), for
-stream_check off/on x ipc_segments on/off, `--tries` evaluations each; a line per variant with
-the verdicts' codes. Run it under CUDA_LAUNCH_BLOCKING=1 too (the workers inherit CUDA_*): where
-the check's fault needs the evaluator's processes, this says which part of them.
+With --evaluator: the candidate through the whole evaluator (an Evaluator, as bench runs it), for
+each variant of `--variants` (stream_check, ipc_segments), `--tries` evaluations, `--jobs` at a
+time; a line per variant with the verdicts' codes. Run it under CUDA_LAUNCH_BLOCKING=1 too (the
+workers inherit CUDA_*): where the check's fault needs the evaluator's processes, this says which
+part of them.
 
 With --candidate and --task (a KernelBench task file and a ModelNew file for it, e.g. a corpus
 kernel): an honest kernel through StreamCheck.call, each of hold off/on x snapshot off/on in a
@@ -44,7 +45,10 @@ def main() -> int:
     ap.add_argument("--tries", type=int, default=20)
     ap.add_argument("--candidate", type=Path, default=None, help="a ModelNew file (with --task)")
     ap.add_argument("--task", type=Path, default=None, help="its KernelBench task file")
-    ap.add_argument("--evaluator", action="store_true", help="through evaluate() (with --candidate, --task)")
+    ap.add_argument("--evaluator", action="store_true", help="through an Evaluator (with --candidate, --task)")
+    ap.add_argument("--jobs", type=int, default=1, help="with --evaluator: evaluations at once")
+    ap.add_argument("--variants", default="01,11,10", help="with --evaluator: stream_check,ipc_segments "
+                    "pairs of 0/1, comma-separated (default: off+ipc, on+ipc, on+no ipc)")
     ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # hold,snapshot in 0/1: one child
     args = ap.parse_args()
     if args.candidate or args.task or args.evaluator:
@@ -120,23 +124,27 @@ def main() -> int:
 
 
 def through_evaluator(args) -> int:
-    """A line per (stream_check, ipc_segments): each evaluation's codes, or `correct`."""
-    from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+    """A line per (stream_check, ipc_segments) in `--variants`: each evaluation's codes, or
+    `correct`. The `--tries` evaluations of a variant go through one Evaluator (warm workers
+    forked from its zygote, as bench runs them), `--jobs` at a time."""
+    from cuda_agent.evaluate import EvalConfig, Evaluator, load_candidate
     from cuda_agent.tasks import load_task
 
     task, cand = load_task(args.task), load_candidate(args.candidate)
-    for stream_check in (False, True):
-        for ipc in (True, False):
-            verdicts = []
-            for _ in range(args.tries):
-                cfg = EvalConfig(device="cuda", policy="kernelbench", compile_baseline=False,
-                                 stream_check=stream_check, ipc_segments=ipc)
-                res = evaluate(task, cand, cfg)
-                verdicts.append("correct" if res.correct else ",".join(r.code.value for r in res.failures))
-                if not res.correct:
-                    print(f"  {res.failures[0].message[:300]}", flush=True)
-            print(f"stream_check {'on ' if stream_check else 'off'} ipc_segments {'on ' if ipc else 'off'}: "
-                  f"{' '.join(verdicts)}", flush=True)
+    for variant in args.variants.split(","):
+        stream_check, ipc = (v == "1" for v in variant)
+        cfg = EvalConfig(device="cuda", policy="kernelbench", compile_baseline=False,
+                         stream_check=stream_check, ipc_segments=ipc)
+        t0 = time.perf_counter()
+        with Evaluator(cfg, jobs=args.jobs) as ev:
+            results = ev.map([(task, cand)] * args.tries)
+        verdicts = []
+        for res in results:
+            verdicts.append("correct" if res.correct else ",".join(r.code.value for r in res.failures))
+            if not res.correct:
+                print(f"  {res.failures[0].message[-600:]}", flush=True)
+        print(f"stream_check {'on ' if stream_check else 'off'} ipc_segments {'on ' if ipc else 'off'} "
+              f"jobs {args.jobs}: {' '.join(verdicts)} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
 
 

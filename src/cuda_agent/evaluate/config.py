@@ -77,11 +77,11 @@ class EvalConfig:
     bare loop on an H200 (benchmarks/timing_noise.py, `spin`), but not in later runs nor in the
     evaluator (2.7-7.1% against 5.1-6.7% with bf16, 2026-12-01; README). Part of the protocol that
     cached baselines are keyed by."""
-    stream_check: bool = False
+    stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
-    stream when forward returns (`stream_race` otherwise; worker.StreamCheck). Off by default: on an
-    H200 it caught an unjoined side stream, but three honest long-running matmul kernels of the
-    real-world corpus failed under it (an illegal address, 2026-12-01), not yet explained."""
+    stream when forward returns (`stream_race` otherwise; worker.StreamCheck). A kernel that leaves
+    its work on a side stream it never joins back passes the timer (which waits for every stream)
+    but hands the caller an output still being written. False: no hold and no snapshot."""
     timed_check_fraction: float = 0.25
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
     each command (every timed call gets fresh inputs either way). 1.0 checks them all."""
