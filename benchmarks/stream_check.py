@@ -55,6 +55,9 @@ def main() -> int:
         if not (args.candidate and args.task):
             ap.error("--candidate and --task go together")
         if args.evaluator:
+            if any(len(v) != 2 or set(v) - {"0", "1"} for v in args.variants.split(",")):
+                ap.error(f"--variants {args.variants!r}: give pairs of 0/1 (stream_check, ipc_segments), "
+                         "comma-separated, e.g. 01,11,10")
             return through_evaluator(args)
         return variant(args) if args.variant else candidate(args)
     dev = torch.device("cuda", 0)

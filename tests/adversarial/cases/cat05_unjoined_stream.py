@@ -6,7 +6,8 @@ its stream reads it half written.
 
 Why evaluators miss it: they synchronize the device before they compare. Here, during correctness
 trials, the SMs are held while forward queues its work and the output is copied on the caller's
-stream the moment forward returns (worker.StreamCheck, `EvalConfig.stream_check`): work on a stream that was never joined is not in that copy (stream_race).
+stream the moment forward returns (worker.StreamCheck, `EvalConfig.stream_check`): work on a stream
+that was never joined is not in that copy (stream_race).
 """
 # category: 5
 # devices: cuda
