@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.evaluate import Code, EvalConfig, engine, evaluate, load_candidate
+from cuda_agent.evaluate import Code, EvalConfig, evaluate, load_candidate, protocol
 from cuda_agent.evaluate.baselines import (BaselineCache, Baselines, baseline_candidate, baseline_key)
 from cuda_agent.evaluate.result import TimeStats
 from cuda_agent.tasks import load_task
@@ -84,11 +84,11 @@ def _cfg(cache_dir: Path, **kw) -> EvalConfig:
 def kept_however_noisy(monkeypatch):
     """Baselines are cached whatever their spread. Tests of the cache itself use it: on CI's two cores
     a neighbour process (pytest -n 2) makes the torch.compile baseline's samples spread beyond the
-    noise gate (`engine.NOISY_SPREAD`, `NOISY_MS`; measured here: iqr 0.57 to 1.6 ms at a median of
+    noise gate (`protocol.NOISY_SPREAD`, `NOISY_MS`; measured here: iqr 0.57 to 1.6 ms at a median of
     0.22 to 1.5 ms, against iqr 0.09 ms alone), the evaluator rightly declines to cache them, and a
     test of the second evaluation reading the cache would fail for the neighbour's sake. The gate
     has its own test (test_noisy_baselines_are_not_cached)."""
-    monkeypatch.setattr(engine, "NOISY_MS", float("inf"))
+    monkeypatch.setattr(protocol, "NOISY_MS", float("inf"))
 
 
 def test_baselines_measured_once_then_cached(tmp_path, kept_however_noisy):

@@ -105,14 +105,14 @@ def test_config_validation_names_the_field():
 
 
 def test_batch_size_fits_the_memory_budget():
-    from cuda_agent.evaluate.engine import _batch_size
+    from cuda_agent.evaluate.protocol import batch_size
 
-    assert _batch_size(64 * 256 * 4, 64 * 256 * 4, 0.05, 8, 1 << 30) == 8  # small task: the most calls
-    assert _batch_size(100 << 20, 100 << 20, 0.05, 8, 1 << 30) == 5  # five pairs of 200 MiB fit in 1 GiB
-    assert _batch_size(4 << 30, 4 << 30, 0.05, 8, 1 << 30) == 1  # huge task: one call per command
-    assert _batch_size(0, 0, None, 8, 1 << 30) == 8  # scalar-only inputs and outputs, time unknown
-    assert _batch_size(1024, 1024, 2.0, 8, 1 << 30) == 2  # 2 ms calls: about 5 ms per batch
-    assert _batch_size(1024, 1024, 40.0, 8, 1 << 30) == 1  # long calls: one per command
+    assert batch_size(64 * 256 * 4, 64 * 256 * 4, 0.05, 8, 1 << 30) == 8  # small task: the most calls
+    assert batch_size(100 << 20, 100 << 20, 0.05, 8, 1 << 30) == 5  # five pairs of 200 MiB fit in 1 GiB
+    assert batch_size(4 << 30, 4 << 30, 0.05, 8, 1 << 30) == 1  # huge task: one call per command
+    assert batch_size(0, 0, None, 8, 1 << 30) == 8  # scalar-only inputs and outputs, time unknown
+    assert batch_size(1024, 1024, 2.0, 8, 1 << 30) == 2  # 2 ms calls: about 5 ms per batch
+    assert batch_size(1024, 1024, 40.0, 8, 1 << 30) == 1  # long calls: one per command
 
 
 def test_compare_rules():
@@ -437,7 +437,7 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(t
 def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
     import fcntl
 
-    from cuda_agent.evaluate.worker import claim_extension_dir
+    from cuda_agent.evaluate.worker.runner import claim_extension_dir
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     (tmp_path / "ext").mkdir()
     (tmp_path / "ext" / "lock").write_text("")
@@ -609,7 +609,7 @@ def test_cli_readable_summary(tmp_path, cache_dir):
 
 
 def test_import_is_cheap():
-    code = "import sys, cuda_agent, cuda_agent.cli, cuda_agent.evaluate.engine; " \
+    code = "import sys, cuda_agent, cuda_agent.cli, cuda_agent.evaluate.evaluation; " \
            "print(sorted(m for m in ('torch','numpy','openai','rich') if m in sys.modules))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -619,29 +619,29 @@ def test_import_is_cheap():
 # --- the harness's clock against the candidate's claims --------------------------------------------
 
 def test_timing_check_flags_under_reporting_only():
-    from cuda_agent.evaluate.engine import _timing_check
+    from cuda_agent.evaluate.protocol import timing_check
 
     trusted = TimeStats.of([0.10] * 40)  # the protocol costs the baselines' commands 0.1 ms
     honest = {"claimed": [0.5] * 40, "walls": [0.5 + 0.15] * 40}  # a little more overhead: tolerated
     liar = {"claimed": [0.05] * 40, "walls": [0.5 + 0.12] * 40}  # claims a tenth of its real time
     for cand, tampered in ((honest, False), (liar, True)):
-        check = _timing_check(cand["claimed"], cand["walls"], trusted, "cuda")
+        check = timing_check(cand["claimed"], cand["walls"], trusted, "cuda")
         assert check["tampered"] is tampered, check
         assert check["trusted_overhead_ms"] == pytest.approx(0.1)
     # the CPU backend's floor is looser (three processes share a few cores)
-    check = _timing_check([0.3] * 40, [0.8] * 40, trusted, "cpu")
+    check = timing_check([0.3] * 40, [0.8] * 40, trusted, "cpu")
     assert not check["tampered"]
     # and a long trusted overhead (the CPU backend's cache flushes) widens the tolerance with it
     slow = TimeStats.of([4.0] * 40)
-    assert not _timing_check([5.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
-    assert _timing_check([1.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
+    assert not timing_check([5.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
+    assert timing_check([1.0] * 40, [5.0 + 4.9] * 40, slow, "cpu")["tampered"]
 
 
 @pytest.mark.parametrize("flagged_looks", [1, 2])
 def test_a_flagged_timing_check_takes_a_second_look(tmp_path, cache_dir, monkeypatch, flagged_looks):
     """A first look that the check flags (load beside the candidate: delays only add to the
     harness's clock) is followed by a second; only a candidate flagged in both is convicted."""
-    from cuda_agent.evaluate import engine
+    from cuda_agent.evaluate import protocol
 
     looks = []
 
@@ -651,8 +651,8 @@ def test_a_flagged_timing_check_takes_a_second_look(tmp_path, cache_dir, monkeyp
         check["tampered"] = len(looks) <= flagged_looks
         return check
 
-    real = engine._timing_check
-    monkeypatch.setattr(engine, "_timing_check", flagging)
+    real = protocol.timing_check
+    monkeypatch.setattr(protocol, "timing_check", flagging)
     res = run(tmp_path, candidate(tmp_path, CORRECT), cache_dir)
     assert len(looks) == 2 and all(n >= 5 for n in looks), looks  # each look: min_iters batches at least
     assert set(res.timing_check["first_look"]) == {"trusted_overhead_ms", "candidate_overhead_ms", "tolerance_ms"}
@@ -690,7 +690,7 @@ def test_tf32_matmul_puts_back_whatever_the_process_set(setting):
     script = f"""
 import json, torch
 from cuda_agent.evaluate.timing import tf32_matmul
-from cuda_agent.evaluate.worker import _read_switch as read
+from cuda_agent.evaluate.worker.common import read_switch as read
 {setting}
 def state():
     m = torch.backends.cuda.matmul

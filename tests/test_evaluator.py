@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
-from cuda_agent.evaluate.engine import WarmPool, wait_teardowns
+from cuda_agent.evaluate.pool import WarmPool
+from cuda_agent.evaluate.process import wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.tasks import load_task
 
@@ -83,7 +84,7 @@ def test_a_judge_serves_the_next_evaluations_and_a_task_that_changes_torch_gets_
     meddler.write_text(TASK.read_text().replace("class Model", "torch.backends.cudnn.benchmark = "
                                                 "not torch.backends.cudnn.benchmark\n\n\nclass Model"))
     with Evaluator(_cfg(tmp_path), jobs=1, warm=2) as ev:
-        pool = ev._pools[None]
+        pool = ev.pool()
         first = [ev.evaluate(task, c[k]) for k in ("right", "wrong", "right")]
         assert [r.correct for r in first] == [True, False, True]
         assert ev.stats()["judges_reused"] == 2 and len(pool.judges) == 1
@@ -112,7 +113,7 @@ def test_a_kept_judge_holds_nothing_of_the_last_evaluation_and_a_failed_referenc
     threaded.write_text("import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True)"
                         ".start()\n" + TASK.read_text())
     with Evaluator(_cfg(tmp_path), jobs=1, warm=2) as ev:
-        pool = ev._pools[None]
+        pool = ev.pool()
         assert ev.evaluate(task, c["right"]).correct
         [judge] = pool.judges
         maps = Path(f"/proc/{judge.proc.pid}/maps").read_text()
@@ -133,16 +134,16 @@ def test_judge_process_state_sees_patches_and_switches(monkeypatch):
     every change a task could make to a later task's reference shows."""
     import torch
 
-    from cuda_agent.evaluate.worker import _process_state, _state_changes
+    from cuda_agent.evaluate.worker.judge import process_state, state_changes
 
-    before = _process_state()
-    assert _state_changes(before, _process_state()) == []
+    before = process_state()
+    assert state_changes(before, process_state()) == []
     monkeypatch.setattr(torch.nn.functional, "gelu", lambda x, approximate="none": x)
     monkeypatch.setattr(torch.Tensor, "add", lambda a, b: a)
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", not torch.backends.cudnn.deterministic)
     torch.set_default_dtype(torch.float64)
     try:
-        changes = _state_changes(before, _process_state())
+        changes = state_changes(before, process_state())
     finally:
         torch.set_default_dtype(torch.float32)
     assert any(c.startswith("torch.nn.functional: gelu replaced") for c in changes), changes
@@ -175,7 +176,7 @@ def _zygote_pool(size: int = 1, **kw) -> WarmPool:
         started, pool.spares = pool.spares, []
     for w in started:
         w.close()
-    pool._fill()
+    pool.fill()
     assert all(w.forked for w in pool.spares)
     return pool
 
@@ -247,7 +248,7 @@ def test_pool_hands_out_a_started_spare_before_one_still_starting(tmp_path):
     try:
         _wait_started(pool)
         ready = {w.proc.pid for w in pool.spares}
-        fresh = pool._spawn()  # still importing torch: seconds from ready
+        fresh = pool.spawn()  # still importing torch: seconds from ready
         pool.spares.insert(0, fresh)
         assert not fresh.started()
         work = tmp_path / "w"
@@ -426,7 +427,7 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
             self.cand = cand
 
         def run(self):
-            gate = ev._gates[None]
+            gate = ev.gate()
             gates.append((self.cand, gate.running))
             res = EvalResult(task="t", candidate=str(self.cand))
             calls.append(self.cand)
@@ -439,7 +440,7 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
             time.sleep(0.05)
             return res
 
-    monkeypatch.setattr(ev_mod, "_Evaluation", Fake)
+    monkeypatch.setattr(ev_mod, "Evaluation", Fake)
     with Evaluator(_cfg(tmp_path), jobs=3, warm=0) as ev:
         out = ev.map([(None, "oom"), (None, "bad"), (None, "ok")])
         assert [r.correct for r in out] == [True, False, True]
@@ -481,7 +482,7 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
         kinds = {w.proc.pid: w.guard_warm for w in pool.spares}
         assert sorted(kinds.values()) == [False, True]
         for pid, warm in kinds.items():
-            assert (b"guard" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")) is warm
+            assert (b"--warm-guard" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")) is warm
         work = tmp_path / "w"
         work.mkdir()
         judge = pool.take("judge", work, {"TMPDIR": str(work)}, timeout=60)
@@ -495,7 +496,7 @@ def test_pool_gives_candidates_the_spares_that_warmed_the_op_guard(tmp_path):
         for w in [w for w in pool.spares if w.guard_warm]:
             pool.spares.remove(w)
             w.close()
-        fresh = pool._spawn(guard=True)
+        fresh = pool.spawn(guard=True)
         pool.spares.insert(0, fresh)
         assert not fresh.started()
         other = pool.take("candidate", work, {"TMPDIR": str(work)}, timeout=60)

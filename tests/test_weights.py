@@ -1,4 +1,4 @@
-"""The reference's weights (evaluate/weights.py) and the stress inputs (worker._stress): re-drawn
+"""The reference's weights (evaluate/weights.py) and the stress inputs (worker/judge.py, `stress_input`): re-drawn
 learned state that a kernel cannot ignore, matched into ModelNew by name or by value, and stress
 trials that keep the structure of get_inputs(). Unit tests of the functions, then evaluations on the
 CPU backend through real worker processes."""
@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
 from cuda_agent.evaluate import weights
-from cuda_agent.evaluate.worker import _stress
+from cuda_agent.evaluate.worker.judge import stress_input
 from cuda_agent.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
@@ -123,20 +123,20 @@ def test_a_strict_name_mismatch_says_which_tensor_to_rename():
 def test_stress_inputs_keep_zeros_signs_ranges_and_integers(variant):
     torch.manual_seed(0)
     tril = torch.tril(torch.randn(64, 64))
-    s = _stress(tril, variant)
+    s = stress_input(tril, variant)
     assert bool((torch.triu(s, diagonal=1) == 0).all()) and not torch.equal(s, tril)
     relu = torch.randn(256).clamp_min(0)
-    assert bool((_stress(relu, variant) >= 0).all())
+    assert bool((stress_input(relu, variant) >= 0).all())
     probs = torch.rand(256)
-    s = _stress(probs, variant)
+    s = stress_input(probs, variant)
     assert bool(((s >= 0) & (s <= 1)).all()) and not torch.allclose(s, probs)
     signed = torch.rand(256) * 2 - 1
-    s = _stress(signed, variant)
+    s = stress_input(signed, variant)
     assert bool((s.abs() <= 1).all()) and torch.equal(torch.sign(s), torch.sign(signed))
     labels = torch.randint(0, 10, (32,)).float()
-    assert _stress(labels, variant) is labels
+    assert stress_input(labels, variant) is labels
     for t in (torch.randint(0, 5, (8,)), torch.rand(8) > 0.5, torch.tensor([1.0, float("-inf")])):
-        assert _stress(t, variant) is t
+        assert stress_input(t, variant) is t
 
 
 @pytest.mark.parametrize("variant", [0, 1])
@@ -146,22 +146,22 @@ def test_stress_inputs_keep_probability_distributions_distributions(variant):
     # the unnormalised x^4 of its ~6e-5 entries all were)
     torch.manual_seed(0)
     probs = torch.rand(64, 4096).softmax(dim=-1)
-    s = _stress(probs, variant)
+    s = stress_input(probs, variant)
     assert torch.allclose(s.sum(-1), torch.ones(64), atol=1e-5) and bool((s > 1e-8).all())
     spread = (s.max(-1).values / s.min(-1).values).median()
     assert (spread > 10) if variant else (spread < 1.5)  # e^4 sharper, or e^(1/4) flatter
     cols = torch.rand(16, 8, 32).softmax(dim=1)  # distributions along a middle dimension
-    assert torch.allclose(_stress(cols, variant).sum(1), torch.ones(16, 32), atol=1e-5)
+    assert torch.allclose(stress_input(cols, variant).sum(1), torch.ones(16, 32), atol=1e-5)
     plain = torch.rand(64, 64)  # in range, but not distributions: as before
-    assert torch.equal(_stress(plain, variant), plain.pow((0.25, 4.0)[variant]))
+    assert torch.equal(stress_input(plain, variant), plain.pow((0.25, 4.0)[variant]))
 
 
 def test_stress_inputs_beyond_the_distribution_for_plain_gaussian_inputs():
     torch.manual_seed(0)
     x = torch.randn(1024)
-    big = _stress(x, 1)
+    big = stress_input(x, 1)
     assert float(big.abs().max()) > 6 * float(x.abs().max()) and float(big.mean()) < -0.5  # x 8 - 1
-    assert _stress(3, 0) == 3 and _stress("s", 1) == "s"
+    assert stress_input(3, 0) == 3 and stress_input("s", 1) == "s"
 
 
 # --- end to end on the CPU backend ----------------------------------------------------------------------
@@ -408,7 +408,7 @@ def test_the_cuda_runtimes_out_of_memory_is_out_of_memory_not_the_candidates_run
     neighbour on the GPU may hold the memory, so it must reach the evaluator as out_of_memory, which
     runs the evaluation again alone; other CUDA errors keep their codes."""
     from cuda_agent.evaluate.result import Code
-    from cuda_agent.evaluate.worker import classify
+    from cuda_agent.evaluate.worker.common import classify
 
     def accel(code):
         exc = torch.AcceleratorError("CUDA error: out of memory" if code == 2 else "CUDA error")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cuda_agent.evaluate.candidate import Candidate, load_candidate
 from cuda_agent.evaluate.config import EvalConfig
-from cuda_agent.evaluate.engine import evaluate
+from cuda_agent.evaluate.evaluation import evaluate
 from cuda_agent.evaluate.evaluator import Evaluator
 from cuda_agent.evaluate.result import Code, EvalResult, Kind, Reason, TimeStats
 from cuda_agent.evaluate.reward import milestone_reward

@@ -1,7 +1,7 @@
 """Baselines: the reference's own timings (eager and torch.compile), measured once per task, device
 and software versions, and kept on disk.
 
-A baseline is measured exactly like a candidate (engine._batch): the reference, wrapped as a
+A baseline is measured exactly like a candidate (`Evaluation.run_batch`): the reference, wrapped as a
 `ModelNew` (`baseline_candidate`), runs in a runner process of its own that never loads candidate
 code, on fresh inputs that the judge writes into its buffers. Same process layout, same commands,
 same clock: what the protocol costs lands on both sides alike.

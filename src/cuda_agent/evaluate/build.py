@@ -115,7 +115,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
         for name, src in candidate.kernels.items():
             (work / "kernels" / name).write_text(src)
         cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device, arch or ""]
-        env = dict(os.environ, PYTHONPATH=_package_root())
+        env = dict(os.environ, PYTHONPATH=package_root())
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -155,7 +155,8 @@ def _tail(s: str) -> str:
     return s if len(s) <= LOG_LIMIT else "[... compiler output truncated ...]\n" + s[-LOG_LIMIT:]
 
 
-def _package_root() -> str:
+def package_root() -> str:
+    """The PYTHONPATH that lets a child process import this package as the parent does."""
     roots = [str(Path(__file__).resolve().parents[2])]
     if os.environ.get("PYTHONPATH"):
         roots.append(os.environ["PYTHONPATH"])

@@ -6,9 +6,9 @@
         result = await ev.aevaluate(task, cand)                          # from asyncio code
 
 This is what the agent, RL rewards and the data filter use. Each GPU gets a pool of warm workers
-(processes started ahead of need with torch imported: `engine.WarmPool`), and evaluations are spread
-over the GPUs, least busy first; every evaluation still gets fresh processes of its own (a worker
-serves one evaluation only). Builds run on the CPU while other evaluations use the GPU. Each GPU has
+(processes started ahead of need with torch imported: `pool.WarmPool`), and evaluations are spread
+over the GPUs, least busy first. A runner serves one evaluation only; a judge, trusted code, may
+serve later evaluations on its GPU (`EvalConfig.reuse_judges`). Builds run on the CPU while other evaluations use the GPU. Each GPU has
 a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have the GPU to themselves,
 while the other evaluations' trials and checks share it between timings and their builds go on
 beside. An evaluation is admitted to a GPU only when the memory its task needs (`memory.need`, learned
@@ -35,7 +35,9 @@ from cuda_agent.evaluate import memory
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
-from cuda_agent.evaluate.engine import WarmPool, _Evaluation, wait_teardowns
+from cuda_agent.evaluate.evaluation import Evaluation
+from cuda_agent.evaluate.pool import WarmPool
+from cuda_agent.evaluate.process import wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
 from cuda_agent.evaluate.result import Code, EvalResult, Kind, Reason
 from cuda_agent.tasks import Task
@@ -124,6 +126,15 @@ class Evaluator(EvaluatorBase):
             raise RuntimeError("this Evaluator is closed")
         return self._executor.submit(self._run, task, candidate, config)
 
+    def pool(self, gpu: str | None = None) -> WarmPool | None:
+        """The warm pool of GPU `gpu` (None: the CPU backend's), or None without warm workers."""
+        return self._pools[gpu]
+
+    def gate(self, gpu: str | None = None) -> Gate:
+        """The admission gate of GPU `gpu` (None: the CPU backend's): how many evaluations run on it,
+        and the second tries alone."""
+        return self._gates[gpu]
+
     def stats(self) -> dict[str, int]:
         """Workers handed out warm and started cold, spares forked from a zygote, and judges kept
         from an earlier evaluation, over all GPUs."""
@@ -154,7 +165,7 @@ class Evaluator(EvaluatorBase):
             t0 = time.monotonic()
             with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
                 waited = time.monotonic() - t0
-                res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
+                res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                   background_teardown=True).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
@@ -165,7 +176,7 @@ class Evaluator(EvaluatorBase):
                     waited += time.monotonic() - t0
                     with self._lock:
                         self.reruns += 1
-                    res = _Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
+                    res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                       background_teardown=True).run()
                 head = short.message.strip().splitlines()[0][:300] if short.message.strip() else ""
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "

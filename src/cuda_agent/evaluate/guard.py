@@ -149,7 +149,9 @@ WATCHED = (
 )
 
 
-def _resolve(path: str) -> Any:
+def resolve(path: str) -> Any:
+    """The object at dotted `path` (a module's attribute, at any depth) among the modules already
+    imported, or None; never imports anything."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         mod = sys.modules.get(".".join(parts[:i]))
@@ -173,7 +175,7 @@ _SCALARS = (bool, int, float, str, bytes, type(None))
 
 def namespace_objects(name: str) -> dict[str, Any]:
     """The functions, classes and descriptors of one of torch's namespaces (not its flags)."""
-    ns = _resolve(name)
+    ns = resolve(name)
     return {a: v for a, v in vars(ns).items() if not isinstance(v, _SCALARS)} if ns is not None else {}
 
 
@@ -184,13 +186,13 @@ def _from_torch(obj: Any) -> bool:
 
 class Integrity:
     def __init__(self) -> None:
-        self.objects = {p: _resolve(p) for p in WATCHED}
+        self.objects = {p: resolve(p) for p in WATCHED}
         self.namespaces = {n: namespace_objects(n) for n in NAMESPACES}
         self.modules = set(sys.modules)
         self.threads = threading.active_count()
 
     def check(self) -> None:
-        changed = [p for p, obj in self.objects.items() if _resolve(p) is not obj]
+        changed = [p for p, obj in self.objects.items() if resolve(p) is not obj]
         for name, before in self.namespaces.items():
             now = namespace_objects(name)
             changed += [f"{name}.{a}" for a, v in before.items()

@@ -243,14 +243,21 @@ class MemoryLedger:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _started(pid: int) -> str:
-    """When process `pid` started (clock ticks since boot, /proc/PID/stat), "" where unknown: with
-    the pid, it names a process even after the pid is reused."""
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (the state first), or [] where the
+    process is gone or the file cannot be read."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return ""
+        return []
+
+
+def _started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot), "" where unknown: with the pid, it
+    names a process even after the pid is reused."""
+    fields = proc_stat(pid)
+    return fields[19] if len(fields) > 19 else ""
 
 
 def _alive(holder: str) -> bool:

@@ -1,13 +1,13 @@
-"""Device helpers of the one timing method (`worker.timed_call`), used for eager, torch.compile and
-the candidate alike.
+"""Device helpers of the one timing method (`worker.common.timed_call`), used for eager,
+torch.compile and the candidate alike.
 
 Each call is timed on the host around `fn(*args)` followed by a device-wide synchronize, so the
 measurement counts launch overhead and work on every stream of the process. Right before each call
 the process that times it flushes the caches (`Timer.flush`: L2 on CUDA, the last-level cache on the
 CPU backend) and runs some tensor-core work (`Timer.touch`), so every call starts cold in memory, with
 its GPU context switched in and the clocks up. Calls come in batches of back-to-back calls per command
-(engine.py), so the host side is as warm for the candidate as for the baselines. The candidate's own
-report of a call's time is a claim: the harness checks it against its own clock (engine.py).
+(protocol.py), so the host side is as warm for the candidate as for the baselines. The candidate's own
+report of a call's time is a claim: the harness checks it against its own clock (protocol.py).
 """
 
 from __future__ import annotations
@@ -69,9 +69,8 @@ class Timer:
         holding a core, and notices the end at once. Otherwise it sleeps on a blocking event until
         the current stream is done (waking takes some microseconds more), then synchronizes the
         device for any other stream. Many evaluations share a GPU by time slices, so an untimed
-        wait can last the other processes' slices, and spinning through them holds a core per
-        waiting process (about 1 of the 21 CPU-seconds an evaluation cost on the H200 hosts before
-        the zygote; measured in the [speed] issue)."""
+        wait can last the other processes' slices, and spinning through them would hold a core per
+        waiting process."""
         if not self.cuda:
             return
         if not spin:
@@ -82,19 +81,16 @@ class Timer:
         torch.cuda.synchronize(self.device)
 
     def touch(self, spin: bool = True) -> None:
-        """Run some tensor-core work (two bf16 2048x2048 products, ~0.05 ms on an H200) and wait
-        for it. Two processes share the GPU by time slices; without this, the switch to this
-        process's context (~0.15 ms on an H200) would land inside the timed call. (bf16: the same
-        work whatever the process's TF32 setting, which a candidate may change, so the judge's
-        trusted overhead stays comparable with the candidate's.) Skipping it only makes one's own
-        call slower.
+        """Run some tensor-core work and wait for it, right before a timed call. Two processes share
+        the GPU by time slices; without this, the switch to this process's context (~0.15 ms on an
+        H200) would land inside the timed call, and the clocks might not be up. Skipping it only
+        makes one's own call slower.
 
-        `tf32` (EvalConfig.touch): four TF32 1024x1024 products of random values instead, each into
-        a fresh output (TF32 forced for the products, `tf32_matmul`). In a bare loop on an H200
-        (benchmarks/timing_noise.py, `spin`) it once held a 0.4 ms TF32 matmul's spread between
-        processes to 0.3-1.0% against 0.6-5.4% with the bf16 touch; later runs did not repeat it
-        (5.1%), nor did the evaluator (2.7-7.1%). With the SM clock steady at 1980 MHz, that
-        matmul's speed moved with the GPU's state over seconds, whatever the busy work (README)."""
+        `bf16` (the default): two bf16 2048x2048 products, ~0.05 ms on an H200, whose cost no
+        precision setting of the process changes (a candidate may switch TF32 on), so the judge's
+        trusted overhead stays comparable with the candidate's. `tf32`: four TF32 1024x1024
+        products of random values (TF32 forced for them, `tf32_matmul`): a warm-up of the kind
+        that TF32 matmul tasks run."""
         if self._spin is None:
             return
         if self.touch_kind == "bf16":

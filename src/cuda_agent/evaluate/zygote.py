@@ -1,24 +1,23 @@
 """Workers forked from a warm interpreter, instead of each one importing torch afresh.
 
-On the H200 hosts (32 slow cores) a fresh worker costs 9 CPU-seconds to import torch and 7 more to
-warm the op guard (torch._dynamo, sympy): with two GPUs busy, starting workers took ~20 cores, and
-everyone's evaluations slowed down. A *zygote* does that work once per warm pool: it imports torch,
-warms the op guard, never touches the GPU, and forks a worker on request; the child starts with
-everything imported and creates its own CUDA context (a context cannot cross a fork, so the zygote
-must never make one).
+Importing torch and warming the op guard (torch._dynamo, sympy) cost a fresh worker many CPU-seconds,
+which a machine running many evaluations pays for every worker it starts. A *zygote* does that work
+once per warm pool: it imports torch, warms the op guard, never touches the GPU, and forks a worker
+on request; the child starts with everything imported and creates its own CUDA context (a context
+cannot cross a fork, so the zygote must never make one).
 
     python -m cuda_agent.evaluate.zygote     (started by `Zygote`, one per WarmPool)
 
 Protocol, over a SOCK_SEQPACKET socket pair (one message per send, JSON):
 - harness -> zygote: {"flags": [...]} with three file descriptors attached (the worker's channel,
-  stdout and stderr); the zygote forks, the child becomes `worker.main("spare", *flags)` in a
+  stdout and stderr); the zygote forks, the child becomes `worker.serve.main(["spare", *flags])` in a
   session of its own, and the zygote answers {"pid": PID};
 - zygote -> harness: {"ready": true} once warm; {"exit": PID, "code": C} when a child it forked has
   exited (C as `subprocess.Popen.returncode`: negative for a signal). The zygote is the children's
   parent, so only it can read their exit status.
 
 The harness side (`Zygote`, `ForkedProcess`) gives a forked worker the part of `subprocess.Popen`'s
-interface the engine uses (pid, poll, wait, returncode, stdout, stderr).
+interface `process.Worker` uses (pid, poll, wait, returncode, stdout, stderr).
 """
 
 from __future__ import annotations
@@ -33,6 +32,8 @@ import sys
 import threading
 import time
 from typing import IO
+
+from cuda_agent.evaluate.locks import proc_stat
 
 MAX_REQUEST = 1 << 16
 REPORT_GRACE_S = 5.0  # a reaped child's exit code reaches the harness within milliseconds on an idle host;
@@ -56,10 +57,9 @@ def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: li
         os.close(out)
         os.close(err)
         os.environ["CUDA_AGENT_CHANNEL_FD"] = str(chan)
-        sys.argv = ["cuda_agent.evaluate.worker", "spare", *flags]
-        from cuda_agent.evaluate import worker
+        from cuda_agent.evaluate.worker import serve
 
-        worker.main()
+        serve.main(["spare", *flags])
     finally:
         os._exit(1)  # never back into the zygote's loop
 
@@ -81,9 +81,10 @@ def main() -> None:
     sock = socket.socket(fileno=int(os.environ.pop("CUDA_AGENT_ZYGOTE_FD")))
     import torch  # noqa: F401
 
-    from cuda_agent.evaluate.worker import _warm_guard
+    from cuda_agent.evaluate.worker import judge, runner  # noqa: F401  (imported once, for every child)
+    from cuda_agent.evaluate.worker.serve import warm_guard
 
-    _warm_guard()  # on the CPU: the zygote never makes a CUDA context, which a fork cannot carry
+    warm_guard()  # on the CPU: the zygote never makes a CUDA context, which a fork cannot carry
     if torch.cuda.is_initialized():
         sys.exit("cuda-agent zygote: CUDA was initialised while warming up; workers cannot be forked")
     sock.send(json.dumps({"ready": True}).encode())
@@ -222,15 +223,12 @@ class Zygote:
 
 def _exists(pid: int) -> bool:
     """Is `pid` a live process (not gone, not a zombie waiting for a reaper)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    fields = proc_stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 class ForkedProcess:
-    """The part of `subprocess.Popen` the engine uses, for a worker forked by a zygote."""
+    """The part of `subprocess.Popen` that `process.Worker` uses, for a worker forked by a zygote."""
 
     def __init__(self, zygote: Zygote, pid: int, stdout: IO[bytes], stderr: IO[bytes]):
         self.zygote, self.pid = zygote, pid

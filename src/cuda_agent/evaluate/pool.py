@@ -1,0 +1,127 @@
+"""The warm pool: worker processes started ahead of need, so that an evaluation does not wait for
+an interpreter to import torch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from cuda_agent.evaluate.locks import DeviceLock
+from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env
+from cuda_agent.evaluate.zygote import Zygote
+
+
+class WarmPool:
+    """Spare worker processes, torch already imported (and, with `cuda`, the CUDA context of the GPU
+    that `env` makes visible created), handed out as the judge or a runner of the next evaluation
+    (`Worker.become`). A runner serves one evaluation only; a judge may serve several
+    (`give_back`). A replacement starts as soon as a spare is taken, so its start overlaps the
+    running evaluations. An evaluation takes two workers (four when it measures its baselines):
+    `size` should cover what the evaluations running at once take while replacements start.
+
+    Half the spares (rounded up) also warm the op guard (its first call imports torch._dynamo and
+    sympy, which costs more CPU than importing torch); they go to candidates, the others to the
+    judge and the baseline runners, which never run under the guard. Either kind serves the other's
+    role when none of its own has started.
+
+    With `zygote` (the default), the pool starts a zygote (zygote.py): once it is warm, spares are
+    forked from it with torch imported and the op guard warmed, instead of each importing torch
+    afresh; until then, and if it dies, they start as fresh interpreters."""
+
+    def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
+                 cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True,
+                 warm_device: bool = False, cpus: set[int] | None = None):
+        """`lock`: the device's lock, held shared while a spare creates its CUDA context.
+        `warm_device`: spares also warm what a worker's first command would (`EvalConfig.warm_spares`).
+        `cpus`: the CPUs the spares run on (`EvalConfig.pin_cpus`); default: any."""
+        self.env = scrubbed_env(env or {})
+        self.size, self.output_limit = size, output_limit
+        flags: list[str] = []  # the spares' command line (worker/serve.py)
+        if cuda:
+            flags += ["--cuda", "--warm-device"] if warm_device else ["--cuda"]
+        if lock:
+            flags += ["--lock", lock.base]
+        if cpus:
+            flags += ["--cpus", ",".join(map(str, sorted(cpus)))]
+        self.flags = tuple(flags)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
+        self.lock = threading.Lock()
+        self.spares: list[Worker] = []
+        self.judges: list[Worker] = []  # judges of finished evaluations, kept for the next (give_back)
+        self.closed = False
+        self.taken = self.cold = self.forked = self.reused = 0
+        self.zygote = Zygote(self.env, self.dir) if zygote and size > 0 else None
+        self.fill()
+
+    def spawn(self, guard: bool = True) -> Worker:
+        """Start a spare (`guard`: one that warms the op guard); the caller keeps it."""
+        w = Worker("spare", self.dir, self.env, self.output_limit,
+                   *self.flags, *(("--warm-guard",) if guard else ()), zygote=self.zygote)
+        self.forked += w.forked
+        return w
+
+    def fill(self) -> None:
+        """Start spares until the pool holds `size` of them, half of each kind."""
+        with self.lock:
+            for guard, want in ((True, self.size - self.size // 2), (False, self.size // 2)):
+                while not self.closed and sum(w.guard_warm is guard for w in self.spares) < want:
+                    self.spares.append(self.spawn(guard))
+
+    def take(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> Worker:
+        """A worker for `role` in `cwd` with `env`: a kept judge, a started spare, or a fresh process."""
+        if role == "judge":
+            with self.lock:
+                judge = self.judges.pop() if self.judges and not self.closed else None
+            if judge is not None:
+                try:
+                    judge.become(role, cwd, env, timeout)
+                except WorkerFailure:  # it died while kept: a spare instead
+                    judge.close()
+                else:
+                    with self.lock:
+                        self.taken += 1
+                        self.reused += 1
+                    return judge
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("this WarmPool is closed")
+            # A spare that has finished starting, of the role's kind, else of the other kind; else the
+            # oldest of the role's kind (the nearest to ready), else the oldest.
+            guard = role == "candidate"
+            order = sorted(range(len(self.spares)), key=lambda i: (
+                not self.spares[i].started(), self.spares[i].guard_warm is not guard, i))
+            worker = self.spares.pop(order[0]) if self.spares else None
+            self.taken += 1
+        self.fill()  # the replacement starts while this evaluation runs
+        if worker is not None:
+            try:
+                return worker.become(role, cwd, env, timeout)
+            except WorkerFailure:  # it died while waiting: start a fresh one
+                worker.close()
+        self.cold += 1
+        return self.spawn().become(role, cwd, env, timeout)
+
+    def give_back(self, judge: Worker) -> bool:
+        """Keep a judge that has forgotten its evaluation and may judge another (worker/judge.py,
+        `Judge.cmd_reset`) for the next evaluation; False when the pool keeps enough already (the
+        caller closes it). Each kept judge holds a CUDA context and what torch caches of device
+        memory, so at most half the pool's size are kept."""
+        with self.lock:
+            if self.closed or len(self.judges) >= max(self.size // 2, 1):
+                return False
+            self.judges.append(judge)
+            return True
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            spares, self.spares = self.spares + self.judges, []
+            self.judges = []
+        for w in spares:
+            w.close()
+        if self.zygote is not None:
+            self.zygote.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

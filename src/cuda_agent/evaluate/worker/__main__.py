@@ -1,0 +1,3 @@
+from cuda_agent.evaluate.worker.serve import main
+
+main()

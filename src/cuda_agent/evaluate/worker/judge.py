@@ -1,0 +1,485 @@
+"""The judge: the trusted worker of an evaluation. It never loads candidate code.
+
+It owns the task module, the reference model (its weights re-drawn, weights.py), the inputs
+(generated on the device from seeds the harness chooses), the reference outputs and the comparison.
+It writes each trial's inputs into the candidate's input buffers, and reads the candidate's
+outputs, inputs and state back from them (transport.py) to judge them. Between evaluations a
+judge may be kept for the next one (`Judge.cmd_reset`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.evaluate.guard import NAMESPACES, namespace_objects, resolve
+from cuda_agent.evaluate.result import Code
+from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothing, precision_switches, read_switch,
+                                               timed_call, timer_for, trace)
+
+
+class Judge:
+    def __init__(self) -> None:
+        self.trials: dict[str, dict[str, Any]] = {}
+        self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
+        self.ref_ms: float | None = None
+        self.served = 0  # evaluations judged (a judge may serve several: cmd_reset)
+        self.state0 = process_state()  # before any task code ran
+
+    def cmd_become(self, role: str, cwd: str, env: dict[str, str]) -> dict[str, Any]:
+        """A judge kept from an earlier evaluation (cmd_reset) takes the next one's directory and
+        environment, as a spare does (`_become`)."""
+        if role != "judge":
+            raise Failure(Code.INFRA_ERROR, f"a judge cannot become a {role!r}")
+        enter(cwd, env)
+        return {}
+
+    def cmd_reset(self) -> dict[str, Any]:
+        """Forget the evaluation: the task, its model, inputs and outputs, and every mapping of the
+        candidate's buffers. Then say whether this process may judge another evaluation: the device
+        is healthy, and nothing the task's code could have changed for the next task's reference
+        differs from before the first task ran (`process_state`). Reuse spares the machine a CUDA
+        context made and destroyed per evaluation, which the host's driver serialises across GPUs."""
+        import gc
+
+        import torch
+
+        importer = self.__dict__.pop("importer", None)
+        for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights"):
+            self.__dict__.pop(name, None)
+        self.trials, self.slots, self.ref_ms = {}, {}, None
+        sys.modules.pop("cuda_agent_task", None)
+        why: list[str] = []
+        try:
+            if importer is not None and (held := importer.close(everything=True)):
+                why.append(f"{held} segment(s) of the candidate's device memory are still viewed")
+            gc.collect()
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+                torch.cuda.ipc_collect()
+                if torch.cuda.memory_reserved() > JUDGE_RESERVED_MAX:
+                    torch.cuda.empty_cache()
+        except Exception as exc:  # a device error is sticky: this context is done
+            why.append(f"the device failed: {type(exc).__name__}: {str(exc)[:200]}")
+        self.served += 1
+        if self.served >= JUDGE_MAX_SERVED:
+            why.append(f"served {self.served} evaluations")
+        why += state_changes(self.state0, process_state())
+        return {"reusable": not why, "why": why[:8]}
+
+    def cmd_setup(self, task_source: str, origin: str, device: str, init_seed: int, weights_seed: int,
+                  shm_dir: str, touch: str) -> dict[str, Any]:
+        """Build the task's Model under `init_seed` (ModelNew is built under the same seed), then
+        re-draw its learned state from `weights_seed` (weights.py)."""
+        import torch
+
+        from cuda_agent.evaluate import weights
+        from cuda_agent.evaluate.device import device_info
+        from cuda_agent.evaluate.transport import Importer, describe, inline_tensor
+
+        self.device = device_of(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.importer = Importer(self.device, Path(shm_dir))
+        module = type(sys)("cuda_agent_task")
+        module.__file__ = origin
+        sys.modules["cuda_agent_task"] = module
+        try:
+            exec(compile(task_source, origin, "exec"), module.__dict__)
+            torch.manual_seed(init_seed)
+            init_inputs = module.get_init_inputs()
+            self.model = module.Model(*init_inputs).to(self.device).eval()
+        except Exception as exc:
+            raise Failure(Code.REFERENCE_ERROR, f"the task's Model could not be built:\n{trace(exc)}")
+        self.task = module
+        self.timer = timer_for(self.device, touch)
+        self.default_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.learned = weights.learned(self.model)
+        self.weights = {"rule": "redrawn", "redrawn": len(weights.redraw(self.learned, weights_seed)),
+                        "learned": len(self.learned), "matched_by": None, "note": None}
+        try:
+            self._keep_judgeable(weights_seed)
+        except Exception as exc:
+            raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
+        return {
+            "device": device_info(self.device.type),
+            "init_inputs": describe(list(init_inputs), inline_tensor),
+            "state": {k: describe(v) for k, v in weights.distinct(self.model.state_dict())[0].items()},
+            "weights": dict(self.weights),
+        }
+
+    def _keep_judgeable(self, seed: int) -> None:
+        """Go back to the default init when the re-drawn weights make the reference's output
+        non-finite or constant and the default init's is not (then it cannot tell kernels apart)."""
+        from cuda_agent.evaluate import weights
+
+        inputs = self._inputs(seed)
+        bad = weights.degenerate(self._reference(inputs))
+        if bad is None:
+            return
+        redrawn = {k: t.detach().clone() for k, t in self.learned.items()}
+        self._restore(self.learned)
+        if weights.degenerate(self._reference(inputs)) is not None:  # the task is like that: keep them
+            self._restore(self.learned, redrawn)
+            return
+        self.weights.update(rule="default_init", redrawn=0,
+                            note=f"with re-drawn weights the reference's {bad}; the default init was kept")
+
+    def _restore(self, names: Any, source: dict[str, Any] | None = None) -> None:
+        """Put the default init (or `source`) back into the reference's learned tensors `names`."""
+        import torch
+
+        with torch.no_grad():
+            for k in names:
+                self.learned[k].copy_((source or self.default_state)[k])
+
+    def cmd_weights(self, state: dict[str, Any], owner: str = "candidate", policy: str = "strict",
+                    values: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write the reference's state into a runner's state buffers (`state`: its state_dict's
+        specs, from `load`): by name, or where the names differ (kernelbench) by the value each of
+        its tensors has at default init (`values`, from its `state`, asked for by replying
+        `need_values`). Returns the runner's names that were written (`filled`) and how (`weights`)."""
+        from cuda_agent.evaluate import weights
+        from cuda_agent.evaluate.transport import SpecError
+
+        ref = weights.distinct(self.model.state_dict())[0]  # ModelNew's `state` has no aliases either
+        if not isinstance(state, dict) or not all(isinstance(s, dict) for s in state.values()):
+            raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object of tensor specs")
+        own: dict[str, Any] = {}
+        try:
+            m = weights.match_by_name(ref, state)
+            if m is None:
+                if values is None:
+                    return {"need_values": True}
+                if not isinstance(values, dict) or set(values) != set(state):
+                    raise Failure(Code.PROTOCOL_VIOLATION, "the state's values do not match its specs")
+                own = {k: self.importer.open(v).clone() for k, v in values.items()}
+                m = weights.match_by_value({k: self.default_state[k] for k in ref}, own)
+                if policy == "strict" or owner != "candidate":
+                    raise Failure(Code.STATE_DICT_MISMATCH, weights.mismatch_hint(ref, state, m))
+                self._same_seed_where_fused(m, own)
+            for mine, theirs in m.pairs.items():
+                target = self.importer.open(state[mine])
+                target.copy_(weights.fit(ref[theirs], target.shape))
+        except (SpecError, RuntimeError) as exc:
+            raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
+        finally:
+            self.timer.sync(spin=False)
+            self.importer.close()
+        if owner == "candidate":  # what its state must still be after timing (cmd_check_state)
+            self.expected = {mine: weights.fit(ref[theirs], state[mine]["shape"]) for mine, theirs in m.pairs.items()
+                             } | {k: own[k] for k in m.extra}
+            self.weights["matched_by"] = m.by
+            if m.by == "value":
+                self.weights.update(copied=len(m.pairs), kept_own=m.extra[:8], unmatched=m.missing[:8])
+        return {"filled": list(m.pairs), "weights": dict(self.weights)}
+
+    def _same_seed_where_fused(self, m: Any, own: dict[str, Any]) -> None:
+        """A learned tensor with a random default init that ModelNew holds nowhere was fused or
+        reshaped in its __init__, and one that an unmatched tensor of ModelNew holds in another
+        order was copied into another layout there (`weights.copies`; a copy made at init keeps the
+        default init whatever is loaded later). Either way every random-init tensor goes back to its
+        default init, the value ModelNew was built with (KernelBench's same-seed rule); constant-init
+        ones stay re-drawn."""
+        from cuda_agent.evaluate import weights
+
+        if self.weights["rule"] != "redrawn":
+            return
+        random_init = weights.random_init_names(self.learned, self.default_state)
+        fused, copied = weights.fused_or_copied(m, own, self.default_state, random_init)
+        if not fused and not copied:
+            return
+        self._restore(random_init)
+        why = []
+        if fused:
+            why.append(f"holds none of {', '.join(fused[:4])}{' ...' if len(fused) > 4 else ''} as Model built it "
+                       "(fused or reshaped)")
+        if copied:
+            why.append("keeps " + ", ".join(f"{c} (a copy of {r} in another layout)" for c, r in list(copied.items())[:4]))
+        self.weights.update(
+            rule="same_seed", redrawn=len(self.learned) - len(random_init),
+            note=f"ModelNew {'; and '.join(why)}: {len(random_init)} tensor(s) with a random default init "
+                 "kept it (same-seed rule); constant-init ones were re-drawn")
+
+    def _inputs(self, seed: int) -> list[Any]:
+        import torch
+
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            inputs = list(self.task.get_inputs())
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def cmd_prepare(self, items: list[dict[str, Any]], reference: bool = True,
+                    forget: list[str] | None = None) -> dict[str, Any]:
+        """Fresh inputs for each item {trial, seed, stress, fill}, written into the runner's input
+        slot `fill` when it has the right layout (then the caches are flushed once). Returns per item
+        {skip, spec, filled}, and the bytes of one call's inputs and reference output."""
+        from cuda_agent.evaluate.transport import tensors_of
+
+        for key in forget or ():  # timed calls that were not picked for checking
+            self.trials.pop(key, None)
+        done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
+                for it in items]
+        if any(d["filled"] for d in done):
+            self.timer.flush()
+            self.timer.sync(spin=False)
+        last = self.trials.get(items[-1]["trial"]) if items else None
+        nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
+        return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
+                "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0,
+                "ref_ms": self.ref_ms}
+
+    def _reference(self, inputs: list[Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        self.timer.sync(spin=False)
+        return ref
+
+    def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
+                 reference: bool) -> dict[str, Any]:
+        import torch
+
+        from cuda_agent.evaluate.transport import describe, tensors_of
+
+        try:
+            inputs = self._inputs(seed)
+            if stress is not None:
+                inputs = [stress_input(x, stress) for x in inputs]
+            ref = None
+            if reference:
+                ref = self._reference(inputs)
+                if self.ref_ms is None:  # once: how long one call takes, warm (sizes the batches)
+                    t0 = time.perf_counter()
+                    ref = self._reference(inputs)
+                    self.ref_ms = (time.perf_counter() - t0) * 1e3
+            self.timer.sync(spin=False)
+        except Exception as exc:
+            raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
+        if stress is not None and not all(bool(torch.isfinite(t).all()) for t in tensors_of(ref)
+                                           if t.is_floating_point()):
+            return {"skip": True}
+        self.trials[trial] = {"inputs": inputs, "ref": ref}
+        spec = describe(inputs)
+        filled = fill is not None and same_layout(spec, fill)
+        if filled:
+            self._fill(trial, fill)
+        return {"skip": False, "spec": spec, "filled": filled}
+
+    def cmd_fill(self, trial: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Write the trial's inputs into the candidate's newly allocated input buffers."""
+        self._fill(trial, spec)
+        self.timer.flush()
+        self.timer.sync(spin=False)
+        return {}
+
+    def _fill(self, trial: str, spec: dict[str, Any]) -> None:
+        """Write the trial's inputs into the candidate's input buffers (the caller flushes the caches
+        afterwards: the data must not sit dirty in the judge's caches when the candidate reads it)."""
+        from cuda_agent.evaluate.transport import build, tensors_of
+
+        t = self.trials[trial]
+        key = json.dumps(spec, sort_keys=True)
+        if key not in self.slots:  # a slot's buffers stay mapped for the whole evaluation
+            self.slots[key] = build(spec, self.importer.open_pinned)
+        aliases = self.slots[key]
+        mine, theirs = tensors_of(t["inputs"]), tensors_of(aliases)
+        if len(mine) != len(theirs) or any(a.shape != b.shape or a.dtype != b.dtype
+                                           for a, b in zip(mine, theirs)):
+            raise Failure(Code.PROTOCOL_VIOLATION, "the candidate allocated inputs unlike the spec")
+        for a, b in zip(mine, theirs):
+            b.copy_(a)
+        t["aliases"] = theirs
+
+    def _received(self, out: Any) -> Any:
+        from cuda_agent.evaluate.transport import build
+
+        return build(out, lambda s: self.importer.open(s).clone())
+
+    def cmd_check(self, trial: str, out: dict[str, Any], plain: bool, atol: float, rtol: float,
+                  norm_tol: float) -> dict[str, Any]:
+        """Compare the candidate's output of `trial` with the reference, and its input buffers with
+        the judge's own copy of the inputs; the trial is forgotten afterwards."""
+        import torch
+
+        from cuda_agent.evaluate.compare import compare, same_bits
+        from cuda_agent.evaluate.transport import SpecError, tensors_of
+
+        t = self.trials.pop(trial)
+        if not plain:  # claimed by the candidate's process; only bytes cross either way
+            return {"code": Code.NOT_PLAIN_TENSOR.value,
+                    "message": "outputs must be plain torch.Tensor objects, not subclasses, proxies or "
+                               "other objects"}
+        if t["ref"] is None:  # a timed call picked for checking after it ran
+            with torch.no_grad():
+                t["ref"] = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in t["inputs"]])
+        try:
+            got = self._received(out)
+        except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
+            return {"code": Code.STRUCTURE_MISMATCH.value,
+                    "message": f"the candidate's output cannot be received: {exc}"}
+        self.timer.sync(spin=False)
+        result: dict[str, Any] = {"code": None, "message": ""}
+        for i, (a, b) in enumerate(zip(tensors_of(t["inputs"]), t.get("aliases", []))):
+            if not same_bits(a, b):
+                result = {"code": Code.INPUT_MODIFIED.value,
+                          "message": f"input {i} was modified by the candidate; inputs are read-only"}
+                break
+        else:
+            stats: dict[str, float] = {"max_abs": 0.0, "rel_norm": 0.0}
+            if m := compare(t["ref"], got, atol=atol, rtol=rtol, norm_tol=norm_tol, stats=stats):
+                result = {"code": m.code.value, "message": m.message}
+            else:
+                result["error"] = stats
+        del got, t
+        self.importer.close()
+        return result
+
+    def cmd_probe(self, n: int) -> dict[str, Any]:
+        """`n` timed calls of nothing: what the timing protocol itself costs a command, in a trusted
+        process, right now (the reference for the candidate's timing check)."""
+        return {"ms": [timed_call(self.timer, nothing, [])[1] for _ in range(n)]}
+
+    def cmd_check_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Are ModelNew's parameters and buffers still what `weights` left them, bit for bit?
+
+        Only the state that was loaded is checked: a tensor removed or changed is a modification.
+        Entries that appear during calls (a buffer registered as None and filled at the first call,
+        e.g. BatchNorm folded into a scale and shift) are state derived from the weights; ModelNew
+        may keep such state in any plain attribute as well, so their appearance proves nothing."""
+        from cuda_agent.evaluate.compare import same_bits
+        from cuda_agent.evaluate.transport import SpecError
+
+        expected = getattr(self, "expected", {})
+        if not isinstance(state, dict):
+            raise Failure(Code.PROTOCOL_VIOLATION, "state_dict spec is not an object")
+        changed = sorted(f"{k} removed" for k in set(expected) - set(state))
+        try:
+            for k, v in expected.items():
+                if k in state and not same_bits(v, self.importer.open(state[k])):
+                    changed.append(k)
+        except (SpecError, RuntimeError) as exc:
+            raise Failure(Code.PROTOCOL_VIOLATION, f"the candidate's state cannot be received: {exc}")
+        finally:
+            self.timer.sync(spin=False)
+            self.importer.close()
+        if changed:
+            return {"code": Code.WEIGHTS_MODIFIED.value,
+                    "message": f"forward modified ModelNew's parameters or buffers ({', '.join(changed[:6])}); "
+                               "weights are read-only during calls (derive tensors from them in a "
+                               "load_state_dict post-hook, or in __init__ from what it was given)"}
+        return {"code": None}
+
+
+JUDGE_MAX_SERVED = 64  # evaluations per judge process, a bound on whatever slowly accumulates
+JUDGE_RESERVED_MAX = 4 << 30  # device memory a kept judge may hold in torch's cache (bytes)
+
+
+def process_state() -> dict[str, Any]:
+    """What task code can change in the judge's process that would change a later task's
+    reference or inputs: torch's global switches, the functions of its public namespaces (a patch),
+    Python threads left running."""
+    import threading
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # some switches have newer spellings and warn when read
+        warnings.simplefilter("ignore")
+        state: dict[str, Any] = {
+            "default dtype": torch.get_default_dtype(),
+            "grad mode": torch.is_grad_enabled(),
+            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+            "CPU threads": torch.get_num_threads(),
+            "Python threads": threading.active_count(),
+            "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+                      torch.backends.cudnn.deterministic, read_switch(lambda: torch.backends.cudnn.allow_tf32),
+                      getattr(torch.backends.cudnn, "fp32_precision", None)),
+            "matmul": (torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+                       torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+            **precision_switches(),
+        }
+        get_default_device = getattr(torch, "get_default_device", None)
+        if get_default_device is not None:
+            state["default device"] = str(get_default_device())
+    for name in NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
+        state[name] = namespace_objects(name)
+    return state
+
+
+def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two `process_state`s: changed switches, and attributes of torch's
+    namespaces replaced or removed, or added to a class (a method shadowing its base's; a module
+    gains attributes as torch loads its submodules lazily)."""
+    changes = []
+    for key, old in before.items():
+        new = after.get(key)
+        if key in NAMESPACES:
+            replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
+            if isinstance(resolve(key), type):
+                replaced += [a for a in new if a not in old]
+            if replaced:
+                changes.append(f"{key}: {', '.join(sorted(replaced)[:4])} replaced")
+        elif new != old:
+            changes.append(f"{key}: {old!r} -> {new!r}")
+    return changes
+
+
+def same_layout(a: Any, b: Any) -> bool:
+    """Do two transport specs describe the same structure, shapes and dtypes (buffers aside)?"""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("t") == "tensor" or b.get("t") == "tensor":
+            return all(a.get(k) == b.get(k) for k in ("t", "shape", "dtype", "stride"))
+        return a.keys() == b.keys() and all(same_layout(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_layout(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def stress_input(x: Any, variant: int) -> Any:
+    """An input beyond the task's distribution that keeps the structure `get_inputs()` gave it, so
+    that a kernel may rely on every property the task guarantees (DESIGN section 3, "Correctness"):
+
+    - tensors that are not floating, empty, hold NaN/Inf or only integral values (labels, counts,
+      masks) stay as they are;
+    - tensors within [-1, 1] are pushed towards the ends of their range, x -> sign(x) |x|^p with
+      p = 1/4 or 4: they stay in range, keep their zeros, signs and order; non-negative ones whose
+      slices along a dimension all sum to 1 (probabilities: a softmax's output) are divided by
+      their new sums, so they stay distributions, flatter or sharper;
+    - other tensors are scaled by 4 or 8, and shifted by 0.5 or -1 only when they have both signs
+      and no exact zero: zeros stay zero (triangular, masked, sparse inputs) and non-negative
+      inputs stay non-negative.
+    """
+    import torch
+
+    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0
+            or not bool(torch.isfinite(x).all()) or bool((x == x.round()).all())):
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    if -1.0 <= lo and hi <= 1.0:
+        y = x.sign() * x.abs().pow((0.25, 4.0)[variant % 2])
+        if lo >= 0.0 and (dim := simplex_dim(x)) is not None:
+            y = y / y.sum(dim, keepdim=True)
+        return y
+    scale, shift = [(4.0, 0.5), (8.0, -1.0)][variant % 2]
+    if not (lo < 0 < hi) or bool((x == 0).any()):
+        shift = 0.0
+    return x * scale + shift
+
+
+def simplex_dim(x: Any) -> int | None:
+    """The last dimension (of more than one element) along which every slice of non-negative `x`
+    sums to 1, or None."""
+    import torch
+
+    for dim in range(x.dim() - 1, -1, -1):
+        if x.shape[dim] > 1 and bool(((x.sum(dim, dtype=torch.float64) - 1.0).abs() <= SIMPLEX_TOL).all()):
+            return dim
+    return None
+
+
+SIMPLEX_TOL = 1e-3  # how far from 1 a slice's sum may be, for float32 sums of many elements
