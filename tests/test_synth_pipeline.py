@@ -218,7 +218,7 @@ def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
 def test_out_of_memory_in_the_timing_is_out_of_memory_not_a_probe_error(tmp_path):
     """On the H200, 12 probes on one GPU ran out of memory in the checks and the timing, outside the
     forward's try: those drafts must get `out_of_memory` (which the pool retries alone), not probe_error."""
-    from cuda_agent.synth.probe import probe
+    from cuda_agent.synth.probe import Prober
 
     calls = tmp_path / "calls"
     fourth_call_fails = _task(f"with open({str(calls)!r}, 'a') as f:\n"
@@ -226,8 +226,8 @@ def test_out_of_memory_in_the_timing_is_out_of_memory_not_a_probe_error(tmp_path
                               f"        if len(open({str(calls)!r}).read()) == 4:\n"
                               "            raise torch.OutOfMemoryError('CUDA out of memory (in the timing)')\n"
                               "        return torch.tanh(x) * self.w")
-    reply = probe({"source": fourth_call_fails, "name": "oom-timing", "device": "cpu", "window_ms": [0.0, 1e9],
-                   "atol": 1e-2, "rtol": 1e-2, "budget_s": 0.05, "lock": None})
+    reply = Prober().cmd_probe(source=fourth_call_fails, name="oom-timing", device="cpu", window_ms=[0.0, 1e9],
+                               atol=1e-2, rtol=1e-2, budget_s=0.05, lock=None)
     assert calls.read_text() == "xxxx"  # three checking calls, then the first timed one
-    assert reply["ok"] is False and reply["reason"] == "out_of_memory", reply
+    assert reply["accepted"] is False and reply["reason"] == "out_of_memory", reply
     assert "in the timing" in reply["message"]

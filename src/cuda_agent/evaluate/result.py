@@ -20,6 +20,7 @@ class Kind(str, enum.Enum):
     POLICY = "policy"  # the candidate broke a rule (cheating, forbidden ops)
     INFRA = "infra"  # the task, the machine or the evaluator failed
     INFO = "info"  # not a failure: a fact worth recording (TF32 used, baseline unavailable)
+    TASK = "task"  # a drafted task is unfit to be a task (the data filter's probe, synth/probe.py)
 
 
 class Code(str, enum.Enum):
@@ -72,6 +73,17 @@ class Code(str, enum.Enum):
     OUTPUT_TRUNCATED = "output_truncated"
     REDUCED_PRECISION = "reduced_precision"  # TF32 or reduced-precision reductions were switched on
     RETRIED_ALONE = "retried_alone"  # the first try, beside other evaluations, ran short: this is the second
+    # the data filter (synth/probe.py): why a drafted task is rejected; with load_error, init_error,
+    # out_of_memory, non_finite, compile_error, timeout and crash above
+    EAGER_ERROR = "eager_error"  # the reference's forward fails
+    NON_FLOAT_OUTPUT = "non_float_output"
+    NONDETERMINISTIC = "nondeterministic"  # the same inputs twice give different outputs
+    CONSTANT_OUTPUT = "constant_output"
+    INPUT_INDEPENDENT = "input_independent"  # other inputs give outputs within the evaluator's tolerance
+    TOO_FAST = "too_fast"  # eager time per call under the runtime window
+    TOO_SLOW = "too_slow"  # over it
+    COMPILE_MISMATCH = "compile_mismatch"  # torch.compile's output is not within tolerance of eager's
+    PROBE_ERROR = "probe_error"  # the probe itself failed (a bug of ours, or a task breaking it)
 
 
 KIND_OF: dict[Code, Kind] = {
@@ -91,6 +103,10 @@ KIND_OF: dict[Code, Kind] = {
     Code.OUTPUT_TRUNCATED: Kind.INFO,
     Code.REDUCED_PRECISION: Kind.INFO,
     Code.RETRIED_ALONE: Kind.INFO,
+    **{c: Kind.TASK for c in (Code.EAGER_ERROR, Code.NON_FLOAT_OUTPUT, Code.NONDETERMINISTIC,
+                               Code.CONSTANT_OUTPUT, Code.INPUT_INDEPENDENT, Code.TOO_FAST, Code.TOO_SLOW,
+                               Code.COMPILE_MISMATCH)},
+    Code.PROBE_ERROR: Kind.INFRA,
 }
 
 

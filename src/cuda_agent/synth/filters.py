@@ -1,43 +1,45 @@
 """The filters: drafted tasks run in probe processes (`probe.py`), several at a time over the GPUs,
-each with a time limit; a draft that hangs or crashes its process is rejected (`timeout`, `crash`)
-and the process replaced. A draft that runs out of memory while other probes share its GPU is probed
-again alone on it (`locks.Gate`). `fit` adds the batch calibration: a draft outside the runtime window whose
-work scales with `batch_size` is rescaled towards the window's geometric middle and probed again.
+each with a time limit. The probes are workers of the evaluator's process layer (`process.Worker`):
+a scrubbed environment (no API keys reach a drafted task), a private channel, their process group
+killed when a draft hangs or crashes them (`timeout`, `crash`), then replaced. A draft that runs out
+of memory while other probes share its GPU is probed again alone on it (`locks.Gate`). `fit` adds
+the batch calibration: a draft outside the runtime window whose work scales with `batch_size` is
+rescaled towards the window's geometric middle and probed again. Drafts are judged with the
+evaluator's default tolerances (`EvalConfig`), as candidates of the task will be.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import queue
 import re
-import selectors
-import subprocess
-import sys
+import shutil
+import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.locks import DeviceLock, Gate
+from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env
+from cuda_agent.evaluate.result import Code
 from cuda_agent.synth.render import set_batch
 
-# The evaluator's default tolerances: a task must be judged the way candidates will be.
-ATOL = RTOL = 1e-2
 # Default runtime windows (eager ms per call). CUDA: the paper's. CPU: shorter at the top, so that a
 # run on a laptop or CI stays quick; the bottom keeps launch-overhead-only tasks out.
 WINDOWS = {"cuda": (1.0, 100.0), "cpu": (0.5, 50.0)}
 # Memory a rescaled task may use at its peak (CUDA: measured; CPU: estimated from inputs and output).
 MEMORY_CAP = {"cuda": 24 << 30, "cpu": 1 << 30}
+START_S = 120.0  # seconds a probe process may take to start (it imports torch)
+HANDLER = "cuda_agent.synth.probe:Prober"
 _BATCH = re.compile(r"^batch_size = (\d+)$", re.MULTILINE)
 
 
 @dataclass
 class Verdict:
     ok: bool
-    reason: str | None = None
+    reason: str | None = None  # a `Code`'s value
     message: str = ""
     source: str = ""  # the source probed last (after any rescaling)
     facts: dict[str, Any] = field(default_factory=dict)  # eager_ms, compile_ms, peak_bytes, out_shapes
@@ -45,98 +47,98 @@ class Verdict:
     rescaled: int = 0  # how many times the batch was changed
 
 
-class _Worker:
-    def __init__(self, gpu: str | None, log: Path):
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-        self.gpu = gpu
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.synth.probe"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._log, env=env)
-        self._buf = b""
-        ready = self._read(120.0)
-        if ready is None or "ready" not in ready:
-            self.kill()
-            raise RuntimeError(f"a probe process did not start; see {log}")
-
-    def _read(self, timeout: float) -> dict | None:
-        """One reply line, or None on timeout or end of file."""
-        end = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = end - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    return None
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    return None
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def ask(self, req: dict, timeout: float) -> dict | None:
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return None
-        return self._read(timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._log.close()
-
-
 class ProbePool:
-    """`workers` probe processes spread over `gpus` (None: the CPU backend), used by many threads."""
+    """`workers` probe processes spread over `gpus` (None: the CPU backend), used by many threads.
+    What the drafts print goes to `log`."""
 
     def __init__(self, device: str, workers: int, gpus: Sequence[str | None], log: Path, lock_dir: Path,
-                 timeout_s: float = 300.0, budget_s: float = 0.2, window_ms: tuple[float, float] | None = None):
+                 timeout_s: float = 300.0, budget_s: float = 0.2, window_ms: tuple[float, float] | None = None,
+                 tolerance: EvalConfig | None = None):
+        """`lock_dir`: the cache directory whose device locks the probes time under (the
+        evaluator's). `tolerance`: the EvalConfig whose atol and rtol judge the drafts (default:
+        the evaluator's defaults)."""
         self.device, self.timeout_s, self.budget_s = device, timeout_s, budget_s
         self.window_ms = window_ms or WINDOWS[device]
+        tolerance = tolerance or EvalConfig(device=device)
+        self.atol, self.rtol = tolerance.atol, tolerance.rtol
         self.log, self.lock_dir = log, lock_dir
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._all: list[_Worker] = []
+        self.dir = Path(tempfile.mkdtemp(prefix="cuda-agent-probe-"))  # the probes' working directory
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._all: list[Worker] = []
+        self._gpu: dict[Worker, str | None] = {}
         self._guard = threading.Lock()
         slots = [gpus[i % len(gpus)] for i in range(workers)]
         self._gates = {g: Gate(DeviceLock.of(lock_dir, device, g, role="gate")) for g in set(slots)}
         self.reruns = 0  # drafts probed again alone after running out of memory beside others
-        for w in _start_all(slots, log):
+        try:
+            for w in self._start_all(slots):
+                self._idle.put(w)
+        except BaseException:
+            self.close()
+            raise
+
+    def _spawn(self, gpu: str | None) -> Worker:
+        env = scrubbed_env({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})
+        w = Worker("probe", self.dir, env, 0, "--handler", HANDLER, log=self.log)
+        with self._guard:
             self._all.append(w)
-            self._idle.put(w)
+            self._gpu[w] = gpu
+        return w
+
+    def _start_all(self, slots: Sequence[str | None]) -> list[Worker]:
+        """Start the probe processes and wait until each has said it is ready (each imports torch:
+        seconds, in parallel)."""
+        workers = [self._spawn(g) for g in slots]
+        failed: list[str] = []
+
+        def ready(w: Worker) -> None:
+            try:
+                w.call("ping", START_S)
+            except WorkerFailure as f:
+                failed.append(f.message)
+
+        threads = [threading.Thread(target=ready, args=(w,)) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failed:
+            raise RuntimeError(f"a probe process did not start ({failed[0][:300]}); see {self.log}")
+        return workers
 
     def probe(self, source: str, name: str) -> dict[str, Any]:
+        """One draft's verdict: {accepted, reason, message, facts...} (probe.Prober.cmd_probe)."""
         worker = self._idle.get()
-        lock = DeviceLock.of(self.lock_dir, self.device, worker.gpu).base  # the evaluator's lock of that device
-        req = {"id": name, "name": name, "source": source, "device": self.device, "window_ms": list(self.window_ms),
-               "atol": ATOL, "rtol": RTOL, "budget_s": self.budget_s, "lock": lock}
-        gate = self._gates[worker.gpu]
-        with gate.shared():
-            reply = worker.ask(req, self.timeout_s)
-        # a neighbour (a probe here, or any work of another process on the device) may have held it
-        if reply is not None and reply.get("reason") == "out_of_memory":
-            with gate.alone():
-                with self._guard:
-                    self.reruns += 1
-                reply = worker.ask(req, self.timeout_s)
-        if reply is None:  # hung or died: replace the process
-            died = worker.proc.poll() is not None
-            worker.kill()
-            with self._guard:
-                self._all.remove(worker)
-            fresh = _Worker(worker.gpu, self.log)
-            with self._guard:
-                self._all.append(fresh)
-            self._idle.put(fresh)
-            if died:
-                return {"ok": False, "reason": "crash", "message": "the task killed its process (see probe.log)"}
-            return {"ok": False, "reason": "timeout", "message": f"no verdict within {self.timeout_s:.0f} s"}
+        gpu = self._gpu[worker]
+        lock = DeviceLock.of(self.lock_dir, self.device, gpu).base  # the evaluator's lock of that device
+        req = {"name": name, "source": source, "device": self.device, "window_ms": list(self.window_ms),
+               "atol": self.atol, "rtol": self.rtol, "budget_s": self.budget_s, "lock": lock}
+        gate = self._gates[gpu]
+        try:
+            with gate.shared():
+                reply = worker.call("probe", self.timeout_s, **req)
+            # a neighbour (a probe here, or any work of another process on the device) may have held it
+            if reply["reason"] == Code.OUT_OF_MEMORY.value:
+                with gate.alone():
+                    with self._guard:
+                        self.reruns += 1
+                    reply = worker.call("probe", self.timeout_s, **req)
+        except WorkerFailure as f:  # hung, died or broke the protocol: replace the process
+            self._replace(worker)
+            reason = {Code.TIMEOUT: Code.TIMEOUT, Code.CRASH: Code.CRASH, Code.EARLY_EXIT: Code.CRASH}.get(
+                f.code, Code.PROBE_ERROR)
+            message = (f"no verdict within {self.timeout_s:.0f} s" if reason is Code.TIMEOUT
+                       else f"the task killed its process: {f.message}")
+            return {"accepted": False, "reason": reason.value, "message": message}
         self._idle.put(worker)
         return reply
+
+    def _replace(self, worker: Worker) -> None:
+        worker.close()
+        with self._guard:
+            self._all.remove(worker)
+            gpu = self._gpu.pop(worker)
+        self._idle.put(self._spawn(gpu))
 
     def fit(self, source: str, name: str, scalable: bool, rounds: int = 3) -> Verdict:
         """Probe `source`; while it is outside the runtime window and scalable, rescale its batch."""
@@ -146,8 +148,9 @@ class ProbePool:
         while True:
             r = self.probe(source, name)
             facts = {k: r[k] for k in ("eager_ms", "compile_ms", "peak_bytes", "out_shapes") if k in r}
-            if r["ok"] or r["reason"] not in ("too_fast", "too_slow") or batch is None or rescaled >= rounds:
-                return Verdict(r["ok"], r.get("reason"), r.get("message", ""), source, facts, batch, rescaled)
+            outside = r["reason"] in (Code.TOO_FAST.value, Code.TOO_SLOW.value)
+            if r["accepted"] or not outside or batch is None or rescaled >= rounds:
+                return Verdict(r["accepted"], r["reason"], r["message"], source, facts, batch, rescaled)
             new = rescale(batch, r["eager_ms"], r.get("peak_bytes", 0), (lo, hi), MEMORY_CAP[self.device])
             if new == batch:
                 return Verdict(False, r["reason"], r["message"] + f" (batch {batch} cannot be rescaled further)",
@@ -156,33 +159,10 @@ class ProbePool:
 
     def close(self) -> None:
         with self._guard:
-            for w in self._all:
-                w.kill()
-            self._all.clear()
-
-
-def _start_all(slots: Sequence[str | None], log: Path) -> list[_Worker]:
-    """Start the probe processes in parallel (each imports torch: seconds)."""
-    out: list[_Worker | BaseException] = [None] * len(slots)  # type: ignore[list-item]
-
-    def start(i: int) -> None:
-        try:
-            out[i] = _Worker(slots[i], log)
-        except BaseException as exc:  # noqa: BLE001
-            out[i] = exc
-
-    threads = [threading.Thread(target=start, args=(i,)) for i in range(len(slots))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    failed = [x for x in out if isinstance(x, BaseException)]
-    if failed:
-        for w in out:
-            if isinstance(w, _Worker):
-                w.kill()
-        raise failed[0]
-    return out  # type: ignore[return-value]
+            workers, self._all = self._all, []
+        for w in workers:
+            w.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _batch(source: str) -> int | None:

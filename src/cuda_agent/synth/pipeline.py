@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.errors import CudaAgentError, UsageError
+from cuda_agent.evaluate.result import Code
 from cuda_agent.parquet import write_rows
 from cuda_agent.synth.compose import DEFAULT_MIX, Draft, compose_offline
 from cuda_agent.synth.filters import WINDOWS, ProbePool
 from cuda_agent.synth.similarity import SimilarityIndex, fingerprint, kernelbench_index
 
 # Rejections that say the machinery failed rather than the draft; a run of them stops the run.
-_BROKEN = ("probe_error", "crash", "timeout")
+_BROKEN = (Code.PROBE_ERROR.value, Code.CRASH.value, Code.TIMEOUT.value)  # the probe failed, not the draft
 _BROKEN_RUN = 20
 
 ROW_KEYS = ("id", "code", "ops", "families", "num_ops", "eager_ms", "compile_ms", "max_kernelbench_similarity",

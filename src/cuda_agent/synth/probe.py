@@ -1,39 +1,43 @@
-"""The filters' worker process: runs drafted tasks and says whether each is fit to be a task.
+"""The data filter's worker: runs drafted tasks and says whether each is fit to be a task.
 
-    python -m cuda_agent.synth.probe    (started by `filters.ProbePool`; one JSON request per stdin line,
-                                        one JSON reply per line on the original stdout)
+`Prober` serves the command `probe` in a worker process of the evaluator's process layer
+(`python -m cuda_agent.evaluate.worker probe --handler cuda_agent.synth.probe:Prober`, started by
+`filters.ProbePool` through `process.Worker`: a scrubbed environment, a private channel, a
+deadline per draft, its process group killed when it hangs or dies).
 
-A draft is checked in this order, cheapest first; the first failure is its rejection reason:
-`load_error` (the module does not run), `init_error` (Model cannot be built), `eager_error` /
-`out_of_memory` (forward fails), `non_float_output`, `non_finite`, `nondeterministic` (the same inputs
-twice give different outputs), `constant_output` (every output element the same),
-`input_independent` (other inputs give outputs within the evaluator's tolerance of the first: a
-constant answer would pass the evaluator), `too_fast` / `too_slow` (eager time per call outside the
-window; the caller may rescale the batch and try again), `compile_error`, `compile_mismatch`
-(torch.compile's output is not within the evaluator's tolerance of eager's). `probe_error`: the
-probe itself failed (a bug of ours, or a task breaking it in a way no stage caught).
+A draft is checked in this order, cheapest first; the first failure is its rejection reason (a
+`Code`, of kind `task` unless said otherwise): `load_error` (the module does not run), `init_error`
+(Model cannot be built), `eager_error` / `out_of_memory` (forward fails), `non_float_output`,
+`non_finite`, `nondeterministic` (the same inputs twice give different outputs), `constant_output`
+(every output element the same), `input_independent` (other inputs give outputs within the
+evaluator's tolerance of the first: a constant answer would pass the evaluator), `too_fast` /
+`too_slow` (eager time per call outside the window; the caller may rescale the batch and try
+again), `compile_error`, `compile_mismatch` (torch.compile's output is not within the evaluator's
+tolerance of eager's). `probe_error`: the probe itself failed (a bug of ours, or a task breaking it
+in a way no stage caught).
 
-Times are taken the evaluator's way (`worker.timed_call`: caches flushed, host clock around the call
-and a device-wide synchronize), median of the calls in a short budget, with the GPU to itself
-(`locks.DeviceLock`, exclusive) when a lock is given; everything else shares it.
+Times are taken the evaluator's way (`worker.common.timed_call`: caches flushed, host clock around
+the call and a device-wide synchronize), median of the calls in a short budget, with the GPU to
+itself (`locks.DeviceLock`, exclusive) when a lock is given; everything else shares it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import sys
 import time
 import traceback
 from typing import Any
+
+from cuda_agent.evaluate.result import Code
 
 INIT_SEED, SEED_A, SEED_B = 1234, 42, 4242
 DETERMINISM = {"rtol": 1e-5, "atol": 1e-6}
 
 
 class Reject(Exception):
-    def __init__(self, reason: str, message: str, **extra: Any):
+    """A draft unfit to be a task: why (`reason`), and the facts measured before (`extra`)."""
+
+    def __init__(self, reason: Code, message: str, **extra: Any):
         super().__init__(message)
         self.reason, self.message, self.extra = reason, message, extra
 
@@ -50,11 +54,11 @@ def _tensors(out: Any) -> list:
         return [out]
     if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
         return list(out)
-    raise Reject("non_float_output", f"forward returned {type(out).__name__}, not a tensor or tuple of tensors")
+    raise Reject(Code.NON_FLOAT_OUTPUT, f"forward returned {type(out).__name__}, not a tensor or tuple of tensors")
 
 
 def _time_ms(timer: Any, fn: Any, args: list, budget_s: float, min_calls: int = 5, max_calls: int = 200) -> float:
-    from cuda_agent.evaluate.worker import timed_call
+    from cuda_agent.evaluate.worker.common import timed_call
 
     timed_call(timer, fn, args)  # warm
     ms: list[float] = []
@@ -65,19 +69,33 @@ def _time_ms(timer: Any, fn: Any, args: list, budget_s: float, min_calls: int = 
     return ms[len(ms) // 2]
 
 
+class Prober:
+    """The worker's handler: `cmd_probe` checks one draft per command."""
+
+    def cmd_probe(self, **req: Any) -> dict[str, Any]:
+        """Check one draft (request keys: source, name, device, window_ms, atol, rtol, budget_s, lock).
+        Returns {accepted, reason (a Code's value or None), message, eager_ms, compile_ms,
+        peak_bytes, out_shapes} with the facts measured before a rejection."""
+        try:
+            return {"accepted": True, "reason": None, "message": "", **probe(req)}
+        except Reject as r:
+            return {"accepted": False, "reason": r.reason.value, "message": r.message, **r.extra}
+        except BaseException as exc:  # noqa: BLE001 - the reply must come back whatever happened (SystemExit too)
+            return {"accepted": False, "reason": Code.PROBE_ERROR.value, "message": _trace(exc)}
+        finally:
+            _release()
+
+
 def probe(req: dict[str, Any]) -> dict[str, Any]:
-    """Check one draft (request keys: source, name, device, window_ms, atol, rtol, budget_s, lock)."""
+    """The facts of a draft fit to be a task; raises `Reject` for one that is not."""
     import torch
 
     try:
-        return {"ok": True, **_probe(req)}
-    except Reject as r:
-        return {"ok": False, "reason": r.reason, "message": r.message, **r.extra}
+        return _probe(req)
     except torch.OutOfMemoryError as exc:
-        # Out of memory outside the forward (the checks and the timing allocate too) is the same verdict,
-        # and the pool probes the draft again alone when others share its GPU; the first 500-task H200 run
-        # lost 10 of 587 drafts to probe_error so.
-        return {"ok": False, "reason": "out_of_memory", "message": _trace(exc, 600)}
+        # Out of memory outside the forward (the checks and the timing allocate too) is the same
+        # verdict, and the pool probes the draft again alone when others share its GPU.
+        raise Reject(Code.OUT_OF_MEMORY, _trace(exc, 600)) from None
 
 
 def _probe(req: dict[str, Any]) -> dict[str, Any]:
@@ -98,14 +116,14 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
         exec(compile(req["source"], f"<{req['name']}>", "exec"), ns)
         model_cls, get_inputs, get_init = ns["Model"], ns["get_inputs"], ns["get_init_inputs"]
     except Exception as exc:  # noqa: BLE001 - any failure of the module is the draft's
-        raise Reject("load_error", _trace(exc)) from None
+        raise Reject(Code.LOAD_ERROR, _trace(exc)) from None
     try:
         torch.manual_seed(INIT_SEED)
         model = model_cls(*get_init()).to(device)
     except torch.OutOfMemoryError as exc:
-        raise Reject("out_of_memory", _trace(exc, 600)) from None
+        raise Reject(Code.OUT_OF_MEMORY, _trace(exc, 600)) from None
     except Exception as exc:  # noqa: BLE001
-        raise Reject("init_error", _trace(exc)) from None
+        raise Reject(Code.INIT_ERROR, _trace(exc)) from None
 
     def inputs(seed: int) -> list:
         torch.manual_seed(seed)
@@ -127,9 +145,9 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
     except Reject:
         raise
     except torch.OutOfMemoryError as exc:
-        raise Reject("out_of_memory", _trace(exc, 600)) from None
+        raise Reject(Code.OUT_OF_MEMORY, _trace(exc, 600)) from None
     except Exception as exc:  # noqa: BLE001
-        raise Reject("eager_error", _trace(exc)) from None
+        raise Reject(Code.EAGER_ERROR, _trace(exc)) from None
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
     else:
@@ -137,17 +155,17 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
     shapes = [list(t.shape) for t in a1]
     for t in a1:
         if not t.is_floating_point():
-            raise Reject("non_float_output", f"an output has dtype {t.dtype}; tasks return floating-point tensors")
+            raise Reject(Code.NON_FLOAT_OUTPUT, f"an output has dtype {t.dtype}; tasks return floating-point tensors")
         if not bool(torch.isfinite(t).all()):
-            raise Reject("non_finite", f"an output of shape {list(t.shape)} holds inf or nan")
+            raise Reject(Code.NON_FINITE, f"an output of shape {list(t.shape)} holds inf or nan")
     for x, y in zip(a1, a2):
         if not torch.allclose(x, y, **DETERMINISM):
             err = (x - y).abs().max().item()
-            raise Reject("nondeterministic", f"the same inputs twice gave outputs {err:.3g} apart (max abs)")
+            raise Reject(Code.NONDETERMINISTIC, f"the same inputs twice gave outputs {err:.3g} apart (max abs)")
     if all(t.numel() > 1 and float(t.max() - t.min()) <= 1e-6 * max(1.0, float(t.abs().max())) for t in a1):
-        raise Reject("constant_output", f"every output element is the same ({float(a1[0].flatten()[0]):.6g})")
+        raise Reject(Code.CONSTANT_OUTPUT, f"every output element is the same ({float(a1[0].flatten()[0]):.6g})")
     if all(torch.allclose(x, y, atol=atol, rtol=rtol) for x, y in zip(a1, b)):
-        raise Reject("input_independent", f"outputs for other inputs are within atol={atol}, rtol={rtol} of "
+        raise Reject(Code.INPUT_INDEPENDENT, f"outputs for other inputs are within atol={atol}, rtol={rtol} of "
                      "the first: a constant answer would pass the evaluator")
 
     timer = Timer(device)
@@ -155,9 +173,9 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
         eager_ms = _time_ms(timer, model, xa, req["budget_s"])
     facts = {"eager_ms": round(eager_ms, 5), "peak_bytes": int(peak), "out_shapes": shapes}
     if eager_ms < lo:
-        raise Reject("too_fast", f"eager takes {eager_ms:.4g} ms per call, under the window's {lo} ms", **facts)
+        raise Reject(Code.TOO_FAST, f"eager takes {eager_ms:.4g} ms per call, under the window's {lo} ms", **facts)
     if eager_ms > hi:
-        raise Reject("too_slow", f"eager takes {eager_ms:.4g} ms per call, over the window's {hi} ms", **facts)
+        raise Reject(Code.TOO_SLOW, f"eager takes {eager_ms:.4g} ms per call, over the window's {hi} ms", **facts)
 
     torch._dynamo.reset()
     try:
@@ -167,34 +185,17 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
     except Reject:
         raise
     except torch.OutOfMemoryError as exc:
-        raise Reject("out_of_memory", _trace(exc, 600), **facts) from None
+        raise Reject(Code.OUT_OF_MEMORY, _trace(exc, 600), **facts) from None
     except Exception as exc:  # noqa: BLE001
-        raise Reject("compile_error", _trace(exc), **facts) from None
+        raise Reject(Code.COMPILE_ERROR, _trace(exc), **facts) from None
     for x, y in zip(a1, c1):
         if x.shape != y.shape or not torch.allclose(x, y, atol=atol, rtol=rtol):
             err = (x - y).abs().max().item() if x.shape == y.shape else float("nan")
-            raise Reject("compile_mismatch", f"torch.compile's output differs from eager's by {err:.3g} "
+            raise Reject(Code.COMPILE_MISMATCH, f"torch.compile's output differs from eager's by {err:.3g} "
                          f"(max abs; atol={atol}, rtol={rtol})", **facts)
     with exclusive():
         compile_ms = _time_ms(timer, compiled, xa, req["budget_s"])
     return {**facts, "compile_ms": round(compile_ms, 5)}
-
-
-def main() -> None:
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # what the tasks print goes to the log, not into the replies
-    import torch  # noqa: F401  (warm before the first request)
-
-    proto.write(json.dumps({"ready": os.getpid()}) + "\n")
-    for line in sys.stdin:
-        req = json.loads(line)
-        try:
-            reply = probe(req)
-        except BaseException as exc:  # noqa: BLE001 - the reply must come back whatever happened
-            reply = {"ok": False, "reason": "probe_error", "message": _trace(exc)}
-        reply["id"] = req.get("id")
-        proto.write(json.dumps(reply) + "\n")
-        _release()
 
 
 def _release() -> None:
@@ -206,7 +207,3 @@ def _release() -> None:
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-
-
-if __name__ == "__main__":
-    main()
