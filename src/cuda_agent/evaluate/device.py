@@ -79,9 +79,35 @@ def device_info(device: str) -> dict[str, Any]:
     return info
 
 
+@lru_cache(maxsize=None)
+def _gpu_memory() -> dict[str, int]:
+    """{GPU index: memory in MiB} of every GPU nvidia-smi lists, read once per process."""
+    table = {}
+    for line in _nvidia_smi_lines("--query-gpu=index,memory.total", "--format=csv,noheader,nounits"):
+        index, _, mib = (x.strip() for x in line.partition(","))
+        if index.isdigit():
+            try:
+                table[index] = int(float(mib))
+            except ValueError:
+                table[index] = 0
+    return table
+
+
 def gpu_indices() -> list[int]:
     """The indices of the GPUs nvidia-smi lists (empty where there is none)."""
-    return [int(x) for x in _nvidia_smi_lines("--query-gpu=index", "--format=csv,noheader") if x.isdigit()]
+    return [int(x) for x in _gpu_memory()]
+
+
+def gpu_memory_mib(gpu: str) -> int | None:
+    """The memory of GPU `gpu` (an index, or a UUID as CUDA_VISIBLE_DEVICES names it) in MiB, or
+    None where nvidia-smi cannot tell."""
+    if gpu in _gpu_memory():
+        return _gpu_memory()[gpu] or None
+    line = nvidia_smi("--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", str(gpu))
+    try:
+        return int(float(line)) if line else None
+    except ValueError:
+        return None
 
 
 def parse_cpulist(text: str) -> set[int]:

@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from cuda_agent.evaluate.device import nvidia_smi
+from cuda_agent.evaluate.device import gpu_memory_mib
 
 IN_COPIES, OUT_COPIES = 3, 5
 CONTEXTS = 3 * (512 << 20)  # judge, candidate and one baseline runner, each with its CUDA context
@@ -29,12 +29,19 @@ def _path(cache_dir: str | os.PathLike, source: str) -> Path:
 
 
 def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: int) -> None:
-    """Remember the bytes of one call's inputs and output of the task with this source."""
+    """Remember the bytes of one call's inputs and output of the task with this source (written only
+    when they differ from what is recorded)."""
     path = _path(cache_dir, source)
+    rec = {"in_bytes": int(in_bytes), "out_bytes": int(out_bytes)}
+    try:
+        if json.loads(path.read_text()) == rec:
+            return
+    except (OSError, ValueError):
+        pass
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"in_bytes": int(in_bytes), "out_bytes": int(out_bytes)}))
+        tmp.write_text(json.dumps(rec))
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache: every evaluation of the task is admitted unmeasured
@@ -53,8 +60,5 @@ def need(cache_dir: str | os.PathLike, source: str) -> int:
 def budget(gpu: str) -> int | None:
     """Bytes the evaluations on GPU `gpu` (index or UUID) may be promised, or None where nvidia-smi
     cannot tell its memory."""
-    line = nvidia_smi("--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", str(gpu))
-    try:
-        return int(float(line) * BUDGET_FRACTION) << 20 if line else None
-    except ValueError:
-        return None
+    mib = gpu_memory_mib(gpu)
+    return int(mib * BUDGET_FRACTION) << 20 if mib else None
