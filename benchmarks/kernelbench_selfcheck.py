@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
-from cuda_agent.examples import example_tasks
+from cuda_agent.tasks import example_tasks
 from cuda_agent.tasks import load_kernelbench
 from cuda_agent.workspace import starter_model_new
 

@@ -311,7 +311,8 @@ def _write_kernelbench_timing(rows, out: Path) -> list[Path]:
 def _bundled_solutions(device: str):
     """The bundled examples' own candidates for `device`: single file as sample 0, workspace as 1."""
     from cuda_agent.bench.solutions import Solution
-    from cuda_agent.examples import FORMS, example_tasks, list_examples
+    from cuda_agent.examples import FORMS, list_examples
+    from cuda_agent.tasks import example_tasks
 
     tasks = {t.name: t for t in example_tasks()}
     return [Solution(tasks[ex.name], FORMS.index(form), path)

@@ -14,6 +14,7 @@ from typing import Any
 from cuda_agent.bench.metrics import FAST_P, fast_p
 from cuda_agent.bench.runner import Summary, summarize_run
 from cuda_agent.bench.store import Store
+from cuda_agent.reporting import percent, pyplot
 
 BASELINES = ("eager", "compile")
 
@@ -22,18 +23,14 @@ def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-def _pct(v: float) -> str:
-    return f"{100 * v:.1f}%"
-
-
 def metrics_table(groups: dict[str, dict[str, Any]], first: str = "level") -> list[str]:
     """Markdown rows: one per group (a level, overall, a sample, a run)."""
     head = (f"| {first} | tasks | correct | faster than eager | faster than compile | geomean vs eager "
             "(correct / all) | geomean vs compile (correct / all) |")
     lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, m in groups.items():
-        lines.append(f"| {name} | {m['tasks']} | {_pct(m['pass_rate'])} | {_pct(m['faster_eager_rate'])} | "
-                     f"{_pct(m['faster_compile_rate'])} | {_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])} | "
+        lines.append(f"| {name} | {m['tasks']} | {percent(m['pass_rate'])} | {percent(m['faster_eager_rate'])} | "
+                     f"{percent(m['faster_compile_rate'])} | {_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])} | "
                      f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])} |")
     return lines
 
@@ -81,7 +78,7 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     for label, s in [(run, a)] + ([(compare, b)] if b else []):
         for base in BASELINES:
             curve = s.best["overall"][f"fast_p_{base}"]
-            lines.append(f"| {label} | {base} | " + " | ".join(_pct(v) for v in curve.values()) + " |")
+            lines.append(f"| {label} | {base} | " + " | ".join(percent(v) for v in curve.values()) + " |")
     lines += ["", "![speedup distribution](speedups.png)", "", "![fast_p curves](fast_p.png)", "",
               "![failures](failures.png)", "", "## Failures by reason", ""]
     lines += ["| reason | count |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in a.reasons.items()]
@@ -124,17 +121,8 @@ def _verdict(t: dict[str, Any]) -> str:
 
 # -- plots ------------------------------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_speedups(s: Summary, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     levels = sorted({t["level"] for t in s.per_task}, key=lambda lv: (lv is None, lv or 0))
@@ -161,7 +149,7 @@ def _plot_speedups(s: Summary, path: Path) -> None:
 
 
 def _plot_fast_p(runs: list[tuple[str, Summary]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, base in zip(axes, BASELINES):
         for label, s in runs:
@@ -181,7 +169,7 @@ def _plot_fast_p(runs: list[tuple[str, Summary]], path: Path) -> None:
 
 
 def _plot_failures(s: Summary, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     items = list(s.reasons.items())
     fig, ax = plt.subplots(figsize=(7, max(2.0, 0.4 * len(items) + 1)))
     if items:

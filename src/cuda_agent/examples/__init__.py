@@ -10,21 +10,18 @@ A *single* candidate is one `.py` file defining `ModelNew` that builds its kerne
 `model_new.py` and `kernels/`, built by the evaluator into the module `cuda_extension`. An example
 ships only the candidates that make sense for it (gemm_cublas is CUDA only).
 
-The folders are package data, not Python packages. This module does not import torch.
+The folders are package data, not Python packages. This module does not import torch, nor the
+task loaders: `cuda_agent.tasks.example_tasks()` loads the examples' tasks.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cuda_agent import pyparse
 from cuda_agent.errors import UsageError
-
-if TYPE_CHECKING:
-    from cuda_agent.tasks import Task
 
 EXAMPLES_DIR = Path(__file__).resolve().parent
 DEVICES = ("cpu", "cuda")
@@ -82,13 +79,6 @@ def list_examples() -> list[Example]:
             if d.is_dir() and (d / "task.py").is_file()]
 
 
-def example_tasks() -> list[Task]:
-    """Every example's task, named after the example (its file is `task.py` in each)."""
-    from cuda_agent.tasks import load_task
-
-    return [replace(load_task(e.task), name=e.name) for e in list_examples()]
-
-
 def get_example(name: str) -> Example:
     """The example called `name`; `UsageError` naming the available ones when there is none."""
     examples = list_examples()
@@ -98,4 +88,4 @@ def get_example(name: str) -> Example:
     raise UsageError(f"no example named {name!r}; available: {', '.join(e.name for e in examples)}")
 
 
-__all__ = ["DEVICES", "EXAMPLES_DIR", "Example", "FORMS", "example_tasks", "get_example", "list_examples"]
+__all__ = ["DEVICES", "EXAMPLES_DIR", "Example", "FORMS", "get_example", "list_examples"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.report import _pct, _pyplot
+from cuda_agent.reporting import percent, pyplot
 
 PLOTS = ("num_ops.png", "op_frequency.png", "eager_ms.png", "similarity.png", "rejections.png")
 TOP_OPS = 30  # operators shown in the frequency plot and table
@@ -119,12 +119,12 @@ def _operator_sections(rows: list[dict], names: dict[str, str], out: Path, drawn
     drawn.append("num_ops.png")
     lines = ["## Tasks by number of operators", "", "![tasks by number of operators](num_ops.png)", "",
              "| operators | tasks | share |", "| --- | --- | --- |"]
-    lines += [f"| {k} | {by_count[k]} | {_pct(by_count[k] / n)} |" for k in counts]
+    lines += [f"| {k} | {by_count[k]} | {percent(by_count[k] / n)} |" for k in counts]
 
     families = Counter(f for r in rows for f in set(r["families"]))
     lines += ["", "## Operator families", "", "Tasks using at least one operator of the family.", "",
               "| family | tasks | share |", "| --- | --- | --- |"]
-    lines += [f"| {_cell(f)} | {c} | {_pct(c / n)} |" for f, c in _ranked(families)]
+    lines += [f"| {_cell(f)} | {c} | {percent(c / n)} |" for f, c in _ranked(families)]
 
     uses = Counter(op for r in rows for op in r["ops"])
     tasks = Counter(op for r in rows for op in set(r["ops"]))
@@ -213,7 +213,7 @@ def _ranked(counts: Counter) -> list[tuple[str, int]]:
 
 
 def _rate(k: int, n: int) -> str:
-    return _pct(k / n) if n > 0 else "-"
+    return percent(k / n) if n > 0 else "-"
 
 
 def _duration(seconds: float) -> str:
@@ -239,7 +239,7 @@ def _save(fig, count_axis, path: Path) -> None:
     """Whole ticks on the axis that counts (tasks, uses, attempts), then write and close the figure."""
     from matplotlib.ticker import MaxNLocator
 
-    plt = _pyplot()
+    plt = pyplot()
     count_axis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
@@ -247,10 +247,10 @@ def _save(fig, count_axis, path: Path) -> None:
 
 
 def _plot_num_ops(counts: list[tuple[int, int]], total: int, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     bars = ax.bar([str(k) for k, _ in counts], [c for _, c in counts], color="tab:blue")
-    ax.bar_label(bars, labels=[_pct(c / total) for _, c in counts], padding=2)
+    ax.bar_label(bars, labels=[percent(c / total) for _, c in counts], padding=2)
     ax.set_xlabel("operators in the task")
     ax.set_ylabel("tasks")
     ax.set_title(f"tasks by number of operators ({total} tasks)")
@@ -259,7 +259,7 @@ def _plot_num_ops(counts: list[tuple[int, int]], total: int, path: Path) -> None
 
 
 def _plot_op_frequency(items: list[tuple[str, int]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(items) + 1.4))
     bars = ax.barh([k for k, _ in items][::-1], [v for _, v in items][::-1], color="tab:green")
     ax.bar_label(bars, padding=2, fontsize=8)
@@ -272,7 +272,7 @@ def _plot_op_frequency(items: list[tuple[str, int]], path: Path) -> None:
 def _plot_times(eager: list[float], compiled: list[float], window: Sequence[float], path: Path) -> None:
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     bounds = [float(b) for b in window if b and b > 0]
@@ -299,7 +299,7 @@ def _plot_times(eager: list[float], compiled: list[float], window: Sequence[floa
 
 
 def _plot_similarity(sims: list[float], threshold: float, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(sims, bins=[i / 25 for i in range(26)], color="tab:purple", alpha=0.8)
     ax.axvline(threshold, color="tab:red", ls="--", lw=1.2, label=f"threshold {threshold:g}")
@@ -312,7 +312,7 @@ def _plot_similarity(sims: list[float], threshold: float, path: Path) -> None:
 
 
 def _plot_rejections(items: list[tuple[str, int]], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(items) + 1.4))
     bars = ax.barh([k for k, _ in items][::-1], [v for _, v in items][::-1], color="tab:red")
     ax.bar_label(bars, padding=2, fontsize=8)

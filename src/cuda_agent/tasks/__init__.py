@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from cuda_agent.tasks.model import Task
 from cuda_agent.tasks.loaders import (
+    example_tasks,
     load_task,
     load_kernelbench,
     load_hf_kernelbench,
@@ -17,5 +18,5 @@ from cuda_agent.tasks.loaders import (
     validate_task_source,
 )
 
-__all__ = ["Task", "load_task", "load_kernelbench", "load_hf_kernelbench", "load_taskset",
+__all__ = ["Task", "example_tasks", "load_task", "load_kernelbench", "load_hf_kernelbench", "load_taskset",
            "validate_task_source"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from cuda_agent import pyparse
@@ -370,14 +371,20 @@ def load_hf_kernelbench(
 # --------------------------------------------------------------------------------------------------
 
 
+def example_tasks() -> list[Task]:
+    """Every bundled example's task (`cuda_agent.examples`), named after its example (each file is
+    `task.py` in the example's folder)."""
+    from cuda_agent.examples import list_examples
+
+    return [replace(load_task(e.task), name=e.name) for e in list_examples()]
+
+
 def load_taskset(spec: str | Path, levels: Iterable[int] | None = None) -> list[Task]:
     """The tasks of a TASKSET argument: `examples` (the bundled ones), a KernelBench checkout (its
     root, its `KernelBench/` folder, or a folder of `levelN/`), a task file (`.py`), a dataset file or
     folder (`.jsonl`, `.parquet`, ...: KernelBench's or one made by `cuda-agent synth`), or the output
     folder of `cuda-agent synth` (its tasks.jsonl)."""
     if str(spec) == "examples":
-        from cuda_agent.examples import example_tasks  # examples build on tasks, not the reverse
-
         return example_tasks()
     path = Path(spec)
     if path.is_file() and path.suffix == ".py":
