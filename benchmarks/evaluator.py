@@ -1,6 +1,6 @@
 """The [speed] targets, measured and printed as a table.
 
-    python benchmarks/evaluator.py --device cuda [--jobs 4] [--repeat 5] [--solutions DIR --kernelbench KB]
+    python benchmarks/evaluator.py --device cuda [--jobs-per-gpu 4] [--repeat 5] [--solutions DIR --kernelbench KB]
 
 Candidates: the bundled examples for the device (both forms), plus honest KernelBench solutions
 (`benchmarks/solutions/level1/*.py` against KB/level1/) when given. Steps, all in a fresh cache:
@@ -8,12 +8,15 @@ Candidates: the bundled examples for the device (both forms), plus honest Kernel
 1. cold build of one workspace (no cache), then the same build again (a cache hit);
 2. a first pass over every candidate with an `Evaluator` (fills the build and baseline caches);
 3. latency: each candidate evaluated again, one at a time: the median wall time of a full
-   evaluation (correctness trials, stress trials, timing of the candidate) with everything cached;
+   evaluation (correctness trials, stress trials, timing of the candidate) with everything cached,
+   and a table of every candidate's verdict: its first (cold) and cached evaluation's time, the
+   eager, compile and candidate times, the speedups, the reward and the reason codes;
 4. throughput: every candidate `--rounds` times per GPU through an Evaluator on one GPU,
    `--jobs-per-gpu` at a time: evaluations per GPU-minute; on a machine with more GPUs, again over
    all of them (the same work per GPU), and the ratio of the two rates (scaling);
 5. stability: the slowest tasks of 0.1 ms or more (`--stability-candidates` of them), each
-   `--repeat` times: max/min of the speedup over eager.
+   `--repeat` times: max/min of the speedup over eager, with the GPU's clock, power and
+   temperature during each evaluation (gpu_sampler.py; without nvidia-ml-py, none).
 
 Figures go to `--json` after every step, so a run cut short keeps what it measured.
 """
@@ -38,6 +41,8 @@ from cuda_agent.evaluate.build import build_extension
 from cuda_agent.evaluate.device import cuda_arch, gpu_indices, resolve_device
 from cuda_agent.examples import list_examples
 from cuda_agent.tasks import load_task
+
+from gpu_sampler import open_sampler  # benchmarks/gpu_sampler.py, beside this script
 
 
 STEPS = {"build", "latency", "stability", "throughput"}
@@ -155,7 +160,7 @@ def main() -> int:
             console.print(f"[red]not correct: {bad}[/]")
             figures["not_correct"] = bad
         if "latency" in steps:
-            latency(ev, cands, figures, console)
+            latency(ev, cands, first, figures, console)
             save()
         if "stability" in steps:
             spread = stability(ev, cfg, cands, first, args, figures, console)
@@ -196,24 +201,47 @@ def main() -> int:
         lambda v: f"{(v - 1) * 100:.2f} % (max/min - 1)", "")
     row("workers handed out warm (last throughput run)", "warm_workers", lambda v: f"{v * 100:.0f} %", "")
     Console().print(table)
+    if "full_eval" in figures:
+        Console(width=200).print(verdict_table(figures["full_eval"]))
     return 0
 
 
-def latency(ev, cands, figures, console) -> None:
-    """3. Each candidate once more, one at a time, everything cached: wall time and phases."""
+def latency(ev, cands, first, figures, console) -> None:
+    """3. Each candidate once more, one at a time, everything cached: wall time, phases and the
+    verdict (with the first pass's time, its caches cold, beside it)."""
     walls, results = [], []
     for name, t, c in cands:
         t0 = time.monotonic()
         results.append(ev.evaluate(t, c))
         walls.append(time.monotonic() - t0)
     figures["full_eval_median_s"] = statistics.median(walls)
-    figures["full_eval"] = {name: {"wall_s": round(w, 3), "phases_s": r.phases_s,
+    figures["full_eval"] = {name: {"wall_s": round(w, 3), "first_pass_s": round(f.phases_s.get("total", 0.0), 3),
+                                   "phases_s": r.phases_s,
                                    "samples": r.times_ms["candidate"].n if r.times_ms.get("candidate") else 0,
-                                   "baselines": (r.timing_check or {}).get("baselines", {}).get("source")}
-                            for (name, _, _), w, r in zip(cands, walls, results)}
+                                   "baselines": (r.timing_check or {}).get("baselines", {}).get("source"),
+                                   "median_ms": {k: v.median for k, v in r.times_ms.items() if v},
+                                   "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
+                                   "reward": r.reward, "reasons": [x.code.value for x in r.reasons]}
+                            for (name, _, _), w, f, r in zip(cands, walls, first, results)}
     figures["phases_median_s"] = _median_phases(results)
     console.print("median phases: " + " ".join(f"{k}={v:.2f}s" for k, v in figures["phases_median_s"].items()))
     console.print("latency: " + " ".join(f"{n}={w:.2f}s" for (n, _, _), w in zip(cands, walls)))
+
+
+def verdict_table(full_eval: dict) -> Table:
+    """The latency step's evaluations, a row per candidate."""
+    table = Table(title="verdicts (first pass: caches cold, evaluations in parallel; cached: one at a time)",
+                  title_justify="left")
+    for col in ("candidate", "first s", "cached s", "eager ms", "compile ms", "candidate ms", "x eager",
+                "x compile", "reward", "reasons"):
+        table.add_column(col)
+    for name, e in full_eval.items():
+        ms = e["median_ms"]
+        table.add_row(name, f"{e['first_pass_s']:.1f}", f"{e['wall_s']:.2f}",
+                      *(f"{ms[k]:.4g}" if k in ms else "-" for k in ("eager", "compile", "candidate")),
+                      *(f"{e[k]:.2f}" if e[k] else "-" for k in ("speedup_eager", "speedup_compile")),
+                      str(e["reward"]), ",".join(e["reasons"]) or "-")
+    return table
 
 
 def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]:
@@ -226,7 +254,7 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
     scoped = sorted((x for x in cands if eager.get(x[0], 0.0) >= 0.1), key=lambda x: -eager[x[0]])
     scoped = scoped[: args.stability_candidates]
     spread: dict[str, float] = {}
-    clocks = GpuLog() if cfg.device == "cuda" else None
+    clocks = open_sampler(say=console.print) if cfg.device == "cuda" else None
     for name, t, c in scoped:
         rs, windows = [], []
         for _ in range(args.repeat):
@@ -234,7 +262,7 @@ def stability(ev, cfg, cands, first, args, figures, console) -> dict[str, float]
             rs.append(ev.evaluate(t, c))
             windows.append((t0, time.monotonic()))
         if clocks is not None:  # the clock the GPU ran at: a power-bound kernel is timed at its mercy
-            figures.setdefault("stability_gpu", {})[name] = [clocks.busiest(*w) for w in windows]
+            figures.setdefault("stability_gpu", {})[name] = [clocks.window(*w) for w in windows]
         speedups = [r.speedup_eager or 0.0 for r in rs]
         spread[name] = max(speedups) / min(speedups) if min(speedups) > 0 else float("inf")
         figures.setdefault("stability_candidate_ms", {})[name] = [
@@ -315,49 +343,6 @@ def throughput(cfg, cands, gpus, jobs, rounds, spread, figures, console) -> None
                   f"{figures[f'machine_busy_{n_gpus}gpu']} busy, "
                   f"{figures[f'machine_cpu_s_per_eval_{n_gpus}gpu']} CPU-s per evaluation, "
                   f"{figures[f'judges_reused_{n_gpus}gpu'] * 100:.0f}% of judges kept from an earlier one)")
-
-
-class GpuLog:
-    """Every GPU's SM clock, power draw and temperature, sampled by `nvidia-smi -lms` every 100 ms
-    from a thread, each line stamped on arrival."""
-
-    FIELDS = ("index", "sm_mhz", "power_w", "temp_c")
-
-    def __init__(self, period_ms: int = 100) -> None:
-        import subprocess
-        import threading
-
-        self.rows: list[tuple[float, dict[str, float]]] = []
-        self.proc = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=index,clocks.sm,power.draw,temperature.gpu",
-             "--format=csv,noheader,nounits", "-lms", str(period_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                row = dict(zip(self.FIELDS, (float(x) for x in line.split(","))))
-            except ValueError:  # "[N/A]" and the like
-                continue
-            self.rows.append((time.monotonic(), row))
-
-    def busiest(self, t0: float, t1: float) -> dict[str, float]:
-        """Mean clock, power and temperature between t0 and t1 of the GPU that drew the most power."""
-        by_gpu: dict[float, list[dict[str, float]]] = {}
-        for t, row in list(self.rows):
-            if t0 <= t <= t1 and "index" in row:
-                by_gpu.setdefault(row["index"], []).append(row)
-        if not by_gpu:
-            return {}
-        rows = max(by_gpu.values(), key=lambda rs: statistics.mean(r.get("power_w", 0.0) for r in rs))
-        return {k: round(statistics.mean(r[k] for r in rows if k in r), 1) for k in self.FIELDS
-                if any(k in r for r in rows)} | {"samples": len(rows)}
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def _machine_cpu() -> tuple[int, int]:

@@ -3,7 +3,7 @@
 # (benchmarks/corpus.py run: `cuda-agent bench` per corpus run, resuming the stores in .corpus/runs),
 # stopped in time by DEADLINE, then the stores and the comparison with KernelBench's verdicts into $OUT.
 # Here first: python benchmarks/corpus.py select && python benchmarks/corpus.py stage
-#   device run: bash benchmarks/device_corpus.sh   (carry .corpus)
+#   device run: bash benchmarks/gpu/corpus.sh   (carry .corpus)
 # then here:   python benchmarks/corpus.py restore --from FILES_AT && python benchmarks/corpus.py report
 # (the next call carries .corpus again, stores included, and goes on where this one stopped; the build
 # cache, .cache/corpus, stays on the machine only while it is warm).
@@ -20,7 +20,7 @@
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/corpus"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-[ -f .corpus/selection.jsonl ] || { echo "device_corpus.sh: no .corpus/selection.jsonl: run corpus.py select and stage here, then carry .corpus"; exit 2; }
+[ -f .corpus/selection.jsonl ] || { echo "corpus.sh: no .corpus/selection.jsonl: run corpus.py select and stage here, then carry .corpus"; exit 2; }
 t0=$(date +%s)
 mkdir -p "$CUDA_AGENT_CACHE" && [ -d .corpus/memory ] && cp -r .corpus/memory "$CUDA_AGENT_CACHE/"  # tasks' memory needs
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1

@@ -2,8 +2,8 @@
 the hold kernel and for forwards that leave work on an unjoined stream or join it back, how often
 a race was reported over N tries, with the hold on and off.
 
-    python benchmarks/stream_check.py [--tries 20]
-    python benchmarks/stream_check.py --candidate KERNEL.py --task TASK.py [--tries 5]
+    python benchmarks/diagnostics/stream_check.py [--tries 20]
+    python benchmarks/diagnostics/stream_check.py --candidate KERNEL.py --task TASK.py [--tries 5]
 
 What it measures:
 - the hold's compile time (NVRTC, once per process) and how long one hold keeps the SMs (events);
@@ -11,7 +11,7 @@ What it measures:
 - detection of an unjoined side stream (must be every try) and of a joined one (must be none), for
   a small and a large output.
 
-    python benchmarks/stream_check.py --evaluator --candidate KERNEL.py --task TASK.py [--tries 2]
+    python benchmarks/diagnostics/stream_check.py --evaluator --candidate KERNEL.py --task TASK.py [--tries 2]
 
 With --evaluator: the candidate through the whole evaluator (an Evaluator, as bench runs it), for
 each variant of `--variants` (stream_check, ipc_segments), `--tries` evaluations, `--jobs` at a
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
 def main() -> int:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: the evaluator's throughput (one GPU, then all) as the code stands
 # (A), then with EvalConfig fields changed (B), in the same caches, and the two side by side.
-#   device run: bash benchmarks/device_ab.sh reuse_judges=false   (carry .kb)
+#   device run: bash benchmarks/gpu/ab.sh reuse_judges=false   (carry .kb)
 # ROUNDS (default 3): passes over the candidates per GPU; LIMIT_A, LIMIT_B: seconds per run.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-[ $# -ge 1 ] || { echo "usage: device_ab.sh FIELD=VALUE ... (the B side's EvalConfig changes)" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: ab.sh FIELD=VALUE ... (the B side's EvalConfig changes)" >&2; exit 2; }
 cache=$(mktemp -d /tmp/ab-cache.XXXX)
 common=(--device cuda --steps throughput --rounds "${ROUNDS:-3}" --set "cache_dir=$cache")
 [ -d .kb ] && common+=(--solutions benchmarks/solutions --kernelbench .kb)

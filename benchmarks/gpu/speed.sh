@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (nvidia-h200-x2 for the scaling figure) for the [speed] targets: the
-# whole evaluator benchmark, shortest table last. The defences and GPU tests: device_checks.sh.
-#   device run: bash benchmarks/device_speed.sh   (carry .kb = a copy of KernelBench's task folders)
+# whole evaluator benchmark, shortest table last. The defences and GPU tests: checks.sh.
+#   device run: bash benchmarks/gpu/speed.sh   (carry .kb = a copy of KernelBench's task folders)
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"

@@ -3,7 +3,7 @@ without building anything: Model and ModelNew are built under one seed (ModelNew
 builds are replaced by stubs; nothing is called), and the judge's matching decides where the
 re-drawn reference weights go.
 
-    python benchmarks/corpus_weights.py [--only-correct] [--runs NAME,..] [--json OUT] [--memory-gb N]
+    python benchmarks/diagnostics/corpus_weights.py [--only-correct] [--runs NAME,..] [--json OUT] [--memory-gb N]
 
 Per kernel: `name` (ModelNew has Model's state_dict names: the weights are loaded by name),
 `value` (matched by value; `copied` of Model's learned tensors reach ModelNew), `same_seed`
@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402

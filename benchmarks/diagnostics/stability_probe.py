@@ -2,7 +2,7 @@
 the [speed] stability target that keeps every timed call's time, which the result reduces to
 batch means.
 
-    python benchmarks/stability_probe.py --kernelbench KB [--repeat 5] [--only 1_Square,19_ReLU] [--jobs N]
+    python benchmarks/diagnostics/stability_probe.py --kernelbench KB [--repeat 5] [--only 1_Square,19_ReLU] [--jobs N]
         [--set K=V ...] [--ab K=V ...]
 
 For each KernelBench level-1 solution in benchmarks/solutions chosen by --only, and for a
@@ -13,7 +13,8 @@ calls more than 5% above the median. Last, the spread between evaluations (max/m
 estimator, over the calls and over the batch means: which estimator a steadier protocol could use,
 and whether the noise is a tail (a few slow calls) or a shift of every call. On a GPU with
 nvidia-ml-py, each evaluation's line is followed by the GPU's clock, power and the share of the time
-NVML counted its clocks slowed, by reason (power cap, thermal, ...).
+NVML counted its clocks slowed, by reason (power cap, thermal, ...): benchmarks/gpu_sampler.py, of
+the GPU that drew the most power during the evaluation.
 
 --ab K=V compares two configurations in the same time windows: arm A (the --set fields) and arm B
 (A with the --ab fields), each in an Evaluator of its own, their evaluations alternating (A B, then
@@ -35,8 +36,12 @@ from pathlib import Path
 from cuda_agent.evaluate import EvalConfig, Evaluator, load_candidate
 from cuda_agent.evaluate import engine
 from cuda_agent.tasks import load_task
-from evaluator import config_overrides  # benchmarks/evaluator.py, beside this script
-from timing_noise import Nvml  # beside it too
+
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))
+
+from evaluator import config_overrides  # noqa: E402  (benchmarks/evaluator.py)
+from gpu_sampler import describe, open_sampler  # noqa: E402  (benchmarks/gpu_sampler.py)
 
 TF32_MATMUL = textwrap.dedent('''
     import torch
@@ -70,16 +75,6 @@ def _capture() -> None:
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
-
-
-def gpu_line(nvml) -> str:
-    """The GPU's clock, power, temperature and reasons for slowing its clocks since the last call
-    (NVML), or nothing without it."""
-    if nvml is None:
-        return ""
-    g = nvml.span()
-    return (f"  GPU: SM MHz mean {g['mhz_mean']:.0f} min {g['mhz_min']}, {g['watts']:.0f} W, {g['temp']} C"
-            + "".join(f", {r} {v:.0%} of the time" for r, v in g["slowed"].items()))
 
 
 def report(label: str, r) -> dict | None:
@@ -125,7 +120,7 @@ def shown(spreads: dict[str, float]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kernelbench", required=True, help="KernelBench's task folders (level1/...)")
-    p.add_argument("--solutions", default=str(Path(__file__).parent / "solutions"))
+    p.add_argument("--solutions", default=str(BENCHMARKS / "solutions"))
     p.add_argument("--only", default="1_Square", help="comma-separated parts of solution names")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--jobs", type=int, default=1, help="the Evaluator's evaluations at a time (its pool of spares)")
@@ -160,12 +155,8 @@ def main() -> int:
         p.error(f"--only {args.only}: no solution matches")
     _capture()
     summary = []
-    nvml = None
-    if args.device == "cuda":
-        try:
-            nvml = Nvml()  # by CUDA_VISIBLE_DEVICES: this process starts no CUDA context of its own
-        except Exception as exc:  # nvidia-ml-py missing, or no NVML: the timings without the clocks
-            print(f"(no GPU clocks: {exc})", flush=True)
+    # every GPU, sampled every 5 ms (this process starts no CUDA context of its own)
+    sampler = open_sampler(period_s=0.005) if args.device == "cuda" else None
     with contextlib.ExitStack() as stack:
         evs = {arm: stack.enter_context(Evaluator(cfg, jobs=args.jobs)) for arm, cfg in cfgs.items()}
         for name, task, cand in cands:
@@ -179,12 +170,12 @@ def main() -> int:
             for i in range(args.repeat):
                 for arm in order if i % 2 == 0 else order[::-1]:  # A B, B A, ...: no arm always first
                     CAPTURED.clear()
-                    if nvml is not None:
-                        nvml.span()  # the evaluation's span starts here
+                    if sampler is not None:
+                        sampler.span()  # the evaluation's span starts here
                     r = evs[arm].evaluate(task, cand)
                     run = report(f"{arm} " if arm else "", r)
-                    if nvml is not None:
-                        print(gpu_line(nvml), flush=True)
+                    if sampler is not None:
+                        print(f"  GPU: {describe(sampler.span())}", flush=True)
                     if run is not None:
                         runs[arm].append(run)
             for arm, arm_runs in runs.items():
@@ -194,8 +185,8 @@ def main() -> int:
                 # printed here too: a run cut short by its time limit keeps the tasks it finished
                 print(f"  spread between its evaluations{f' (arm {arm})' if arm else ''}: {shown(summary[-1][1])}",
                       flush=True)
-    if nvml is not None:
-        nvml.close()
+    if sampler is not None:
+        sampler.close()
     print("\nspread between evaluations, max/min - 1, by estimator (over each call / over batch means):")
     for name, sp in summary:
         print(f"  {name}: {shown(sp)}")

@@ -3,7 +3,7 @@ stability target: the same workloads timed by several protocols, each in 5 fresh
 evaluations would), printing per protocol the spread inside one process (IQR / median of the batch
 means) and between processes (max / min of their medians, for several estimators).
 
-    python benchmarks/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
+    python benchmarks/diagnostics/timing_noise.py [--procs 5] [--batches 150] [--workloads matmul,relu] [--pin]
         [--protocols harness,spin,...] [--epochs E]
 
 Protocols (each is busy work before the call, a clock, and the inputs the calls use):
@@ -56,6 +56,11 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: gpu_sampler.py
+
+from gpu_sampler import GpuSampler, describe  # noqa: E402
 
 WORKLOADS = ("gelu", "matmul", "relu")
 # protocol: (busy work before each call, clock, inputs: which buffers, refilled by whom)
@@ -123,67 +128,6 @@ def make_inputs(workload: str, calls: int, dev) -> tuple:
     return torch.relu, [(torch.randn(16384, 16384, device=dev),) for _ in range(calls)]  # about 0.5 ms
 
 
-class Nvml:
-    """The GPU's side of an epoch (`--epochs`) or of an evaluation (stability_probe.py), from NVML
-    (nvidia-ml-py; present on the GPU machine): its SM clock sampled every 5 ms by a thread, and the
-    time NVML counts against each reason for slowing the clocks (power cap, thermal, power brake,
-    ...). `span()` returns them since the last call."""
-
-    REASONS = ("SW_POWER_CAP", "HW_THERM_SLOWDOWN", "SW_THERM_SLOWDOWN", "HW_POWER_BRAKE_SLOWDOWN", "SYNC_BOOST")
-
-    def __init__(self, dev=None) -> None:
-        """`dev`: a torch device of this process; None (a process that should not start CUDA):
-        the first GPU of CUDA_VISIBLE_DEVICES, by NVML's index or UUID."""
-        import threading
-
-        import pynvml
-
-        self.nv = pynvml
-        pynvml.nvmlInit()
-        if dev is not None:
-            import torch
-
-            try:
-                self.h = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(dev).uuid}")
-            except pynvml.NVMLError:  # NVML's first device then: right on a machine of one GPU
-                self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        else:
-            first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-            self.h = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
-                      else pynvml.nvmlDeviceGetHandleByUUID(first))
-        self.fields = [getattr(pynvml, f"NVML_FI_DEV_CLOCKS_EVENT_REASON_{r}") for r in self.REASONS]
-        self.samples: list[tuple[int, int]] = []  # (SM MHz, mW)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        self.last = self._counters()
-
-    def _sample(self) -> None:
-        while not self.stop.wait(0.005):
-            self.samples.append((self.nv.nvmlDeviceGetClockInfo(self.h, self.nv.NVML_CLOCK_SM),
-                                 self.nv.nvmlDeviceGetPowerUsage(self.h)))
-
-    def _counters(self) -> tuple[float, list[int]]:
-        vals = self.nv.nvmlDeviceGetFieldValues(self.h, self.fields)
-        return time.perf_counter(), [v.value.ullVal if v.nvmlReturn == 0 else 0 for v in vals]
-
-    def span(self) -> dict:
-        t, now = self._counters()
-        t0, before = self.last
-        self.last = (t, now)
-        samples, self.samples = self.samples, []
-        mhz = [m for m, _ in samples] or [0]
-        watts = statistics.mean(w for _, w in samples) / 1e3 if samples else 0.0
-        return {"mhz_mean": statistics.mean(mhz), "mhz_min": min(mhz), "watts": watts,
-                "temp": self.nv.nvmlDeviceGetTemperature(self.h, self.nv.NVML_TEMPERATURE_GPU),
-                # counters in ns; a share over 100% is the counters' granularity
-                "slowed": {r: (b - a) / 1e9 / (t - t0) for r, a, b in zip(self.REASONS, before, now) if b > a}}
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
 CLOCK_KERNEL = r"""
 extern "C" __global__ void clk(long long* out, long long spin) {
     long long g0, g1;
@@ -235,7 +179,7 @@ def epochs_child(workload: str, epochs: int, batches: int, calls: int, gap_ms: f
                  pad_gb: float = 0.0) -> dict:
     """`--epochs`: per epoch, the medians of the batch means on the process's first inputs and on
     inputs made for that epoch, their batches alternating; the median call of both by CUDA events;
-    the GPU's clocks and state (`Nvml`, `sm_clock`)."""
+    the GPU's clocks and state (`GpuSampler`, `sm_clock`)."""
     import torch
 
     from cuda_agent.evaluate.timing import Timer
@@ -267,8 +211,12 @@ def epochs_child(workload: str, epochs: int, batches: int, calls: int, gap_ms: f
     batch(first)  # warm-up
     out: dict[str, list] = {"first": [], "new": [], "gpu": [], "clock": [], "events": [],
                             "kernels": kernels(fn, first[0])}
-    nvml = Nvml(dev)
+    try:  # this process's GPU, sampled every 5 ms
+        sampler = GpuSampler([f"GPU-{torch.cuda.get_device_properties(dev).uuid}"], period_s=0.005)
+    except Exception:  # noqa: BLE001 - NVML knows it by no such UUID: every GPU, the busiest reported
+        sampler = GpuSampler(period_s=0.005)
     clock = sm_clock()
+    sampler.span()  # the first epoch's span starts here
     for _ in range(epochs):
         if pad_gb:  # device memory taken (and kept) first: the epoch's inputs lie elsewhere still
             kept.append(torch.empty(int(pad_gb * 2**30), dtype=torch.uint8, device=dev))
@@ -286,8 +234,8 @@ def epochs_child(workload: str, epochs: int, batches: int, calls: int, gap_ms: f
         out["events"].append(statistics.median(events))
         for k, v in means.items():
             out[k].append(statistics.median(v))
-        out["gpu"].append(nvml.span())
-    nvml.close()
+        out["gpu"].append(sampler.span())
+    sampler.close()
     return out
 
 
@@ -374,9 +322,7 @@ def show_epochs(w: str, n: int, r: dict) -> None:
     print(f"{w:8}   kernels: {r['kernels']}")
     print(f"{w:8}   both, by CUDA events (median call): {row(r['events'])}")
     print(f"{w:8}   SM MHz by clock64/globaltimer: {row(r['clock'], '.0f')}")
-    print(f"{w:8}   SM MHz mean/min, W, C, share of time slowed by reason: " + "  ".join(
-        f"{g['mhz_mean']:.0f}/{g['mhz_min']}, {g['watts']:.0f}, {g['temp']}"
-        + "".join(f", {k} {v:.0%}" for k, v in g["slowed"].items()) for g in r["gpu"]), flush=True)
+    print(f"{w:8}   per epoch, the GPU: " + "; ".join(describe(g) for g in r["gpu"]), flush=True)
 
 
 def show_epochs_spread(w: str, procs: list[dict]) -> None:

@@ -13,7 +13,7 @@ then on every GPU at once:
 Each operation also runs on GPU 0 while as many processes create and destroy contexts on GPU 1
 (`churn`): evaluations on one GPU start and end workers while the other GPU's evaluations run.
 
-    python benchmarks/driver_coupling.py [--procs 4] [--seconds 5]
+    python benchmarks/diagnostics/driver_coupling.py [--procs 4] [--seconds 5]
 
 Prints the median and 90th-percentile time per operation and the operations per second of each
 process; a driver lock shared by the GPUs shows as slower operations when all GPUs take part, or

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (nvidia-h200) that re-checks the code on a GPU: the CUDA half of the
 # adversarial suite (through an Evaluator: warm workers forked from its zygote), `cuda-agent bench`
-# over KernelBench level 1 (device_bench.sh), and the GPU tests of the evaluator. Each step has its
+# over KernelBench level 1 (bench.sh), and the GPU tests of the evaluator. Each step has its
 # own limit so that one slow step cannot starve the others.
-#   device run: bash benchmarks/device_checks.sh   (carry .kb = a copy of KernelBench's task folders)
+#   device run: bash benchmarks/gpu/checks.sh   (carry .kb = a copy of KernelBench's task folders)
 # The CUDA half of the adversarial suite (144 verdicts) needs about 450 s on a cold machine, more
 # than the other steps leave of one call: STEPS (default "adversarial bench gpu") picks the steps,
 # e.g. STEPS=adversarial in one call and STEPS="bench gpu" in the next; ADV_LIMIT (default 480)
-# bounds the suite.
+# bounds the suite. GPU_TESTS (default: the evaluator's three test files) picks the tests of the gpu
+# step, e.g. GPU_TESTS=tests/ for every GPU test, with GPU_TESTS_LIMIT (default 300) to match.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -21,13 +22,14 @@ if [[ $steps == *" adversarial "* ]]; then
 fi
 if [[ $steps == *" bench "* ]]; then
     t0=$(date +%s)
-    OUT="$OUT" timeout 100 bash benchmarks/device_bench.sh > "$OUT/bench.log" 2>&1
+    OUT="$OUT" timeout 100 bash benchmarks/gpu/bench.sh > "$OUT/bench.log" 2>&1
     echo "bench: rc $? in $(( $(date +%s) - t0 )) s"
     tail -12 "$OUT/bench.log"
 fi
 if [[ $steps == *" gpu "* ]]; then
     t0=$(date +%s)
     CUDA_AGENT_TEST_CACHE=$CUDA_AGENT_CACHE timeout "${GPU_TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu \
-        -p no:cacheprovider tests/test_transport.py tests/test_evaluator.py tests/test_evaluate.py > "$OUT/pytest_gpu.log" 2>&1
+        -p no:cacheprovider ${GPU_TESTS:-tests/test_transport.py tests/test_evaluator.py tests/test_evaluate.py} \
+        > "$OUT/pytest_gpu.log" 2>&1
     echo "gpu tests: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest_gpu.log")"
 fi

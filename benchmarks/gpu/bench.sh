@@ -2,7 +2,7 @@
 # One call on the GPU machine for the [bench] issue: `cuda-agent bench` over KernelBench level 1 with
 # the solutions in benchmarks/solutions (four honest ones in our layout, wrong and cheating samples in
 # KernelBench's run layout; the other 96 tasks have none and count as failures), then the report.
-#   device run: bash benchmarks/device_bench.sh   (carry .kb = a copy of KernelBench's task folders)
+#   device run: bash benchmarks/gpu/bench.sh   (carry .kb = a copy of KernelBench's task folders)
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
