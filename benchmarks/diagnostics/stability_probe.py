@@ -34,7 +34,7 @@ import textwrap
 from pathlib import Path
 
 from cuda_agent.evaluate import EvalConfig, Evaluator, load_candidate
-from cuda_agent.evaluate import engine
+from cuda_agent.evaluate.evaluation import Evaluation
 from cuda_agent.tasks import load_task
 
 BENCHMARKS = Path(__file__).resolve().parents[1]
@@ -59,9 +59,9 @@ CAPTURED: list[list[float]] = []  # per timed batch of the candidate, each call'
 
 
 def _capture() -> None:
-    """Wrap the engine's batch command to keep each timed call of the candidate (not the
+    """Wrap the evaluation's batch command to keep each timed call of the candidate (not the
     correctness trials, not the baselines' runners)."""
-    original = engine._Evaluation._batch
+    original = Evaluation.run_batch
 
     def batch(self, items, guarded, check=1.0, runner=None, **kw):
         outcomes, wall = original(self, items, guarded, check, runner, **kw)
@@ -69,7 +69,7 @@ def _capture() -> None:
             CAPTURED.append([m for _, _, m in outcomes.values()])
         return outcomes, wall
 
-    engine._Evaluation._batch = batch
+    Evaluation.run_batch = batch
 
 
 def pct(xs: list[float], p: float) -> float:

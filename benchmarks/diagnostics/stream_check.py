@@ -1,4 +1,4 @@
-"""Does the race check of the correctness trials (worker.StreamCheck) hold on this GPU? Prints, for
+"""Does the race check of the correctness trials (worker/runner.py, StreamCheck) hold on this GPU? Prints, for
 the hold kernel and for forwards that leave work on an unjoined stream or join it back, how often
 a race was reported over N tries, with the hold on and off.
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 def main() -> int:
     import torch
 
-    from cuda_agent.evaluate import worker
+    from cuda_agent.evaluate.worker import runner as worker
     from cuda_agent.evaluate.timing import Timer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -175,7 +175,7 @@ def variant(args) -> int:
 
     import torch
 
-    from cuda_agent.evaluate import worker
+    from cuda_agent.evaluate.worker import runner as worker
     from cuda_agent.evaluate.timing import Timer
 
     hold, snap = (v == "1" for v in args.variant.split(","))
