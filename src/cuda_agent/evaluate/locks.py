@@ -1,9 +1,8 @@
 """Who may use a device while an evaluation times on it.
 
 Timing is only fair when nothing else runs on the device: another evaluation's correctness trials on
-the same GPU share its SMs and memory bandwidth, and on an H200 made the same candidate's speedup
-vary 2.7x (max/min) over three evaluations, against 1.08x when they ran one at a time. So a
-device has a readers-writer lock: an evaluation's timed rounds hold it exclusively; the rest of
+the same GPU share its SMs and memory bandwidth, and would make the same candidate's speedup vary
+several-fold between evaluations. So a device has a readers-writer lock: an evaluation's timed rounds hold it exclusively; the rest of
 the GPU work of every evaluation (the reference's setup, weights, correctness trials, warm-up calls,
 checks, process teardown) and a warm worker's CUDA start hold it shared. Writers come first: a
 writer takes the turnstile before waiting for the readers to leave, and new readers pass through
@@ -83,9 +82,8 @@ class DeviceLock:
         work that must happen regardless). `poll`: seconds between tries (work that is in no hurry
         polls less, so as not to wake cores while someone times). `queue=False`: enter whenever no
         timed round is running, ahead of rounds that are waiting; for short work that would
-        otherwise wait behind a whole queue of rounds (a spare's CUDA start: on an H200 with four
-        evaluations per GPU, some round nearly always waits, and evaluations waited a median 3.7 s
-        for spares held back so)."""
+        otherwise wait behind a whole queue of rounds (a spare's CUDA start: with several
+        evaluations per GPU, some round nearly always waits)."""
         try:
             turn, main = self._open()
         except OSError:
