@@ -6,17 +6,26 @@ action kind, and whether the type is a plain class (int, float, Path) or a check
 change of the command line, a flag added, renamed or given another default, must change this literal
 deliberately in the same commit; this test fails on any change that was not meant. Help text is not
 frozen: it is written for people and follows `EvalConfig`'s field docstrings.
+
+Also here: the option types (positive numbers, seed lists), the evaluation options generated from
+`EvalConfig` (its defaults, its field docstrings as help), and replay's errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import re
 from pathlib import PurePath
 
 import pytest
 
+from cuda_agent.agent.replay import transcript
 from cuda_agent.cli import build_parser
+from cuda_agent.cli.options import eval_config
+from cuda_agent.errors import CudaAgentError, UsageError
+from cuda_agent.evaluate.config import EvalConfig, field_help
 
 
 def _kind(action: argparse.Action) -> str:
@@ -296,3 +305,42 @@ def test_positive_numbers_keep_their_type():
     args = build_parser().parse_args(["eval", "t.py", "c.py", "--trials", "3", "--timeout", "2.5"])
     assert (args.trials, args.timeout) == (3, 2.5)
     assert isinstance(args.trials, int) and isinstance(args.timeout, float)
+
+
+# --- the evaluation options come from EvalConfig --------------------------------------------------
+
+def test_every_eval_config_field_has_a_docstring_for_help():
+    assert set(field_help()) == {f.name for f in dataclasses.fields(EvalConfig)}
+    assert all(text and "\n" not in text for text in field_help().values())
+
+
+def test_eval_options_left_alone_give_eval_config_s_defaults():
+    assert eval_config(build_parser().parse_args(["eval", "t.py", "c.py"])) == EvalConfig()
+
+
+def test_eval_options_map_onto_eval_config_fields(tmp_path):
+    args = build_parser().parse_args(["eval", "t.py", "c.py", "--no-timing", "--no-baseline-cache", "--timeout", "7",
+                                      "--policy", "kernelbench", "--device", "cpu", "--cache-dir", str(tmp_path),
+                                      "--trials", "1", "--stress-trials", "0", "--seeds", "1,2,3"])
+    config = eval_config(args)
+    assert (config.timing, config.compile_baseline, config.baseline_cache) == (False, True, False)
+    assert (config.timeout_s, config.policy, config.device, config.cache_dir) == (7.0, "kernelbench", "cpu", tmp_path)
+    assert config.seeds == [1, 2, 3]
+
+
+def test_an_eval_config_that_refuses_the_options_is_a_user_error():
+    with pytest.raises(CudaAgentError, match="seeds: got 2, need 9"):
+        eval_config(build_parser().parse_args(["eval", "t.py", "c.py", "--seeds", "1,2"]))
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+def test_replay_names_the_line_that_is_not_json(tmp_path):
+    path = tmp_path / "trajectory.jsonl"
+    path.write_text(json.dumps({"type": "elided", "turn": 3, "messages": 2}) + "\nnot json\n")
+    entries = transcript(tmp_path)  # an episode's folder
+    assert next(entries) == "[turn 3] (2 old tool outputs elided for the context budget)"
+    with pytest.raises(UsageError, match=f"{path}:2: not a JSON line"):
+        next(entries)
+    with pytest.raises(UsageError, match="no trajectory here"):
+        transcript(tmp_path / "absent")
