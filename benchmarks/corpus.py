@@ -79,6 +79,7 @@ from rich.table import Table  # noqa: E402
 from cuda_agent.bench.solutions import KB_RUN_FILE  # noqa: E402
 from cuda_agent.bench.store import Store  # noqa: E402
 from cuda_agent.errors import UsageError  # noqa: E402
+from cuda_agent.evaluate.config import DEVICES, POLICIES  # noqa: E402
 
 CORPUS = Path("../shared/corpora/kernelbench-a100-runs")  # relative to the repository root
 SELECTION = Path("docs/measured/corpus-selection.jsonl")
@@ -789,8 +790,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--group", type=_group, default=None, metavar="I/N",
                    help="only group I of N of the runs with kernels left, balanced by kernels left; N `run`s "
                    "with --group 1/N .. N/N may go at once (device_corpus.sh: CONCURRENT)")
-    q.add_argument("--device", choices=["cuda", "cpu", "auto"], default="cuda", help="bench --device (default cuda)")
-    q.add_argument("--policy", choices=["kernelbench", "strict", "none"], default="kernelbench",
+    q.add_argument("--device", choices=DEVICES, default="cuda", help="bench --device (default cuda)")
+    q.add_argument("--policy", choices=POLICIES, default="kernelbench",
                    help="bench --policy (default kernelbench: KernelBench's rules, every cheating check on)")
     q.add_argument("--jobs", type=int, default=None, help="bench --jobs (default: bench's own)")
     q.add_argument("--cache-dir", type=Path, default=None, help="bench --cache-dir (default: $CUDA_AGENT_CACHE)")

@@ -47,6 +47,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate import EvalConfig, EvalResult, Evaluator, evaluate, load_candidate
+from cuda_agent.evaluate.config import POLICIES as PROFILES
 from cuda_agent.evaluate.result import Code
 from cuda_agent.tasks import load_task
 
@@ -55,7 +56,6 @@ pytestmark = pytest.mark.adversarial
 HERE = Path(__file__).resolve().parent
 ADV = HERE / "adversarial"
 DEFAULT_TASK = HERE / "data" / "relu_bias_task.py"
-PROFILES = ("strict", "kernelbench", "none")
 DEVICES = ("cpu", "cuda")
 PASS = "pass"
 CHEAT_CATEGORIES = range(1, 13)

@@ -11,6 +11,9 @@ from typing import Any
 
 from cuda_agent.errors import UsageError
 
+API_KEY_ENV = "OPENAI_API_KEY"  # the environment variable holding the endpoint's key, by default
+REQUEST_TIMEOUT_S = 600.0  # limit of one request, by default (retried with backoff)
+
 
 @dataclass
 class Reply:
@@ -21,8 +24,8 @@ class Reply:
 
 
 class ChatClient:
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
-                 timeout_s: float = 600.0, max_retries: int = 5, temperature: float | None = None,
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = API_KEY_ENV,
+                 timeout_s: float = REQUEST_TIMEOUT_S, max_retries: int = 5, temperature: float | None = None,
                  max_tokens: int | None = None):
         """`api_key_env`: the environment variable holding the key (servers of your own may need
         none: the key is then "EMPTY")."""

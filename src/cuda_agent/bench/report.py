@@ -23,15 +23,22 @@ def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+METRIC_COLUMNS = ("tasks", "correct", "faster than eager", "faster than compile",
+                  "geomean vs eager (correct / all)", "geomean vs compile (correct / all)")
+
+
+def metric_cells(m: dict[str, Any]) -> list[str]:
+    """One group's metrics (a level, overall, a sample, a run) as the cells of METRIC_COLUMNS."""
+    return [str(m["tasks"]), percent(m["pass_rate"]), percent(m["faster_eager_rate"]), percent(m["faster_compile_rate"]),
+            f"{_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])}",
+            f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])}"]
+
+
 def metrics_table(groups: dict[str, dict[str, Any]], first: str = "level") -> list[str]:
     """Markdown rows: one per group (a level, overall, a sample, a run)."""
-    head = (f"| {first} | tasks | correct | faster than eager | faster than compile | geomean vs eager "
-            "(correct / all) | geomean vs compile (correct / all) |")
-    lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| " + " | ".join((first, *METRIC_COLUMNS)) + " |", "| --- " * (1 + len(METRIC_COLUMNS)) + "|"]
     for name, m in groups.items():
-        lines.append(f"| {name} | {m['tasks']} | {percent(m['pass_rate'])} | {percent(m['faster_eager_rate'])} | "
-                     f"{percent(m['faster_compile_rate'])} | {_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])} | "
-                     f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])} |")
+        lines.append("| " + " | ".join((name, *metric_cells(m))) + " |")
     return lines
 
 

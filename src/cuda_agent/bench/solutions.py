@@ -8,7 +8,7 @@ KernelBench's run layout: several samples per task, found anywhere under DIR:
 
 A folder may mix both; a task then gets every sample found (ours is sample 0 unless a KernelBench
 file claims that number). Files that fit neither layout, or name a task that is not in the task
-set, are reported, never guessed at.
+set, are reported, never guessed at. `bundled_solutions` gives the bundled examples' own candidates.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.errors import UsageError
-from cuda_agent.tasks import Task
+from cuda_agent.examples import FORMS, list_examples
+from cuda_agent.tasks import Task, example_tasks
 
 KB_RUN_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 
@@ -89,6 +90,14 @@ def find_solutions(folder: str | Path, tasks: list[Task]) -> Found:
             found.unmatched.append(unit)
     found.solutions.sort(key=lambda s: (s.task.level or 0, s.task.problem_id or 0, s.task.id, s.sample))
     return found
+
+
+def bundled_solutions(device: str) -> list[Solution]:
+    """The bundled examples' own candidates for `device` ("cpu" or "cuda"): the single file as
+    sample 0, the workspace as sample 1 (FORMS' order); an example without one for `device` has none."""
+    tasks = {t.name: t for t in example_tasks()}
+    return [Solution(tasks[ex.name], FORMS.index(form), path)
+            for ex in list_examples() for form, path in ex.candidates(device).items()]
 
 
 def _ours(root: Path, name: str) -> Path | None:

@@ -1,13 +1,16 @@
-"""Configuration of one evaluation. Field docstrings double as the CLI help text."""
+"""Configuration of one evaluation. Field docstrings double as the CLI help text (`field_help`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 
+DEVICES = ("auto", "cuda", "cpu")  # `device`; auto is cuda when a GPU is present
+POLICIES = ("strict", "kernelbench", "none")  # `policy`: the profiles of evaluate.policy
 TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
 
 
@@ -42,8 +45,9 @@ class EvalConfig:
     pass allclose element-wise (all zeros for a softmax over many columns has a norm error of 1) while
     leaving room for reduced-precision internal math (fp16, bf16, TF32)."""
     seeds: list[int] | None = None
-    """Seeds to replay a verdict: one per trial, then one per stress trial, then the model-init seed and
-    the timing seed. Default: drawn from the OS's entropy source."""
+    """Seeds to replay a verdict (the `seeds.all` list of an earlier result): one per trial, then
+    one per stress trial, then the model-init seed and the timing seed. Default: drawn from the
+    OS's entropy source."""
     timing: bool = True
     """Measure eager, torch.compile and the candidate (needed for rewards above 1)."""
     compile_baseline: bool = True
@@ -72,11 +76,11 @@ class EvalConfig:
     each timing sample is a batch's mean."""
     touch: str = "bf16"
     """The busy work right before each timed call, in every process that times (`Timer.touch`):
-    `bf16`, two bf16 2048x2048 products whose cost no precision setting changes; or `tf32`, four
-    TF32 1024x1024 products, which once held a 0.4 ms TF32 matmul steadier between processes in a
-    bare loop on an H200 (benchmarks/timing_noise.py, `spin`), but not in later runs nor in the
-    evaluator (2.7-7.1% against 5.1-6.7% with bf16, 2026-12-01; README). Part of the protocol that
-    cached baselines are keyed by."""
+    on a GPU shared by time slices, the switch to the timing process's context happens during it
+    rather than inside the timed call, and the clocks are up when the call starts. `bf16`: two bf16
+    2048x2048 products, whose cost no TF32 setting (which a candidate may change) alters; `tf32`:
+    four TF32 1024x1024 products of random values. Part of the timing protocol: cached baselines
+    are keyed by it, so a candidate is compared only with baselines timed after the same work."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
     stream when forward returns (`stream_race` otherwise; worker.StreamCheck). A kernel that leaves
@@ -86,7 +90,7 @@ class EvalConfig:
     """Share of the candidate's timed calls whose output the judge checks, picked at random after
     each command (every timed call gets fresh inputs either way). 1.0 checks them all."""
     timeout_s: float = 300.0
-    """Wall-clock limit of the whole evaluation after the build."""
+    """Wall-clock limit of the whole evaluation after the build, in seconds."""
     build_timeout_s: float = 600.0
     """Wall-clock limit of building the candidate's extension."""
     cache_dir: Path = field(default_factory=default_cache_dir)
@@ -116,10 +120,10 @@ class EvalConfig:
     synchronizes from the far socket; ignored where the node cannot be told."""
 
     def __post_init__(self) -> None:
-        if self.device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"device={self.device!r}: use 'cuda', 'cpu' or 'auto'")
-        if self.policy not in ("strict", "kernelbench", "none"):
-            raise ValueError(f"policy={self.policy!r}: use 'strict', 'kernelbench' or 'none'")
+        if self.device not in DEVICES:
+            raise ValueError(f"device={self.device!r}: use one of {', '.join(DEVICES)}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy={self.policy!r}: use one of {', '.join(POLICIES)}")
         if self.trials < 1:
             raise ValueError(f"trials={self.trials}: at least 1 correctness trial is needed (default 5)")
         if self.stress_trials < 0:
@@ -160,3 +164,22 @@ class EvalConfig:
         d["cache_dir"] = str(self.cache_dir)
         d["work_dir"] = None if self.work_dir is None else str(self.work_dir)
         return d
+
+
+@functools.cache
+def field_help() -> dict[str, str]:
+    """Each EvalConfig field's docstring (the string literal right after the field), its lines
+    joined: the help text of the command line's evaluation options. Read from the class's source
+    with ast (docstrings of attributes exist only there), once."""
+    import ast
+    import inspect
+    import textwrap
+
+    (cls,) = ast.parse(textwrap.dedent(inspect.getsource(EvalConfig))).body
+    docs = {}
+    for node, after in zip(cls.body, cls.body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs

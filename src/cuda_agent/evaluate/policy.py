@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from cuda_agent import pyparse
 from cuda_agent.evaluate.candidate import Candidate
+from cuda_agent.evaluate.config import POLICIES
 from cuda_agent.evaluate.result import Code
 
-PROFILES = ("strict", "kernelbench", "none")
+PROFILES = POLICIES  # the profiles described above, by name
 
 
 @dataclass(frozen=True, slots=True)

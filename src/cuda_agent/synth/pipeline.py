@@ -25,6 +25,7 @@ from typing import Any, Callable
 from cuda_agent.errors import CudaAgentError, UsageError
 from cuda_agent.evaluate.result import Code
 from cuda_agent.parquet import write_rows
+from cuda_agent.synth import COMPOSERS
 from cuda_agent.synth.compose import DEFAULT_MIX, Draft, compose_offline
 from cuda_agent.synth.filters import WINDOWS, ProbePool
 from cuda_agent.synth.similarity import SimilarityIndex, fingerprint, kernelbench_index
@@ -111,8 +112,8 @@ def run_synth(cfg: SynthConfig, llm: Any = None, progress: Progress | None = Non
     progress = progress or Progress()
     if cfg.composer == "llm" and llm is None:
         raise UsageError("--composer llm needs --base-url and --model (an OpenAI-compatible endpoint)")
-    if cfg.composer not in ("offline", "llm"):
-        raise UsageError(f"--composer {cfg.composer!r}: choose offline or llm")
+    if cfg.composer not in COMPOSERS:
+        raise UsageError(f"--composer {cfg.composer!r}: choose {' or '.join(COMPOSERS)}")
     try:
         import pyarrow  # noqa: F401  (checked before hours of work, not after)
     except ImportError:

@@ -308,10 +308,11 @@ def init_workspace(task: Task, dest: str | Path, device: str = "auto", cache_dir
     kernel, the wording of SKILL.md, and the default device of the workspace's commands. Returns the
     workspace's resolved path.
     """
+    from cuda_agent.evaluate.config import DEVICES
     from cuda_agent.evaluate.device import resolve_device
 
-    if device not in ("auto", "cuda", "cpu"):
-        raise UsageError(f"device={device!r}: use 'cuda', 'cpu' or 'auto'")
+    if device not in DEVICES:
+        raise UsageError(f"device={device!r}: use one of {', '.join(DEVICES)}")
     device = resolve_device(device)
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():

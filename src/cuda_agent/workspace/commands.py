@@ -120,11 +120,13 @@ def _positive_int(text: str) -> int:
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
+    from cuda_agent.evaluate.config import DEVICES
+
     what = {"compile": "Build kernels/ into the module cuda_extension and check that it loads.",
             "verify": "Check ModelNew against the task's Model (correctness only).",
             "profile": "Check ModelNew, then time it against eager PyTorch and torch.compile."}[command]
     p = _Parser(prog=COMMANDS[command], description=what)
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default=None,
+    p.add_argument("--device", choices=DEVICES, default=None,
                    help="backend (default: the workspace's device, chosen at init-workspace)")
     p.add_argument("--json", action="store_true", help="print the full result as one JSON object")
     if command != "compile":

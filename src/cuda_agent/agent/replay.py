@@ -1,0 +1,66 @@
+"""A trajectory (the trajectory.jsonl of agent/loop.py) as a readable transcript: `cuda-agent replay`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from cuda_agent.errors import UsageError
+
+
+def trajectory_file(path: str | Path) -> Path:
+    """`path` itself, or the trajectory.jsonl in it when it is an episode's folder (solve's --out)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "trajectory.jsonl"
+    if not path.is_file():
+        raise UsageError(f"{path}: no trajectory here; pass a trajectory.jsonl or the --out folder of `solve`")
+    return path
+
+
+def transcript(path: str | Path, width: int = 1500, prompts: bool = False) -> Iterator[str]:
+    """The transcript of the trajectory at `path` (a file or an episode's folder), one entry at a
+    time (an entry may span lines): texts clipped to `width` characters, the system and first user
+    prompts only counted unless `prompts`. A line that is not JSON raises UsageError naming it."""
+    return _entries(trajectory_file(path), width, prompts)
+
+
+def _entries(path: Path, width: int, prompts: bool) -> Iterator[str]:
+    def short(text: Any) -> str:
+        text = "" if text is None else str(text)
+        return text if len(text) <= width else text[:width] + f" ... [{len(text) - width} more characters]"
+
+    def speedup(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}x"
+
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            raise UsageError(f"{path}:{n}: not a JSON line; is this a trajectory?") from None
+        kind = r.get("type")
+        if kind == "meta":
+            yield f"# {r['task']} with {r['model']} (sandbox: {r['isolation']['level']}), started {r['started']}\n"
+        elif kind == "message":
+            m = r["message"]
+            if m["role"] in ("system", "user") and not prompts:
+                yield f"[{m['role']}: {len(m['content'])} characters; --prompts shows them]"
+            elif m.get("content"):
+                yield f"[turn {r['turn']}] {m['role']}: {short(m['content'])}"
+            for c in m.get("tool_calls") or []:
+                yield f"[turn {r['turn']}] -> {c['function']['name']} {short(c['function']['arguments'])}"
+        elif kind == "tool":
+            mark = "" if r["ok"] else " (invalid)"
+            yield f"[turn {r['turn']}] <- {r['name']}{mark} in {r['seconds']} s:\n{short(r['result'])}\n"
+        elif kind == "elided":
+            yield f"[turn {r['turn']}] ({r['messages']} old tool outputs elided for the context budget)"
+        elif kind == "error":
+            yield f"[turn {r['turn']}] error: {r['error']}"
+        elif kind == "final":
+            res = r["result"]
+            yield (f"\n# {r['stop']} after {r['turns']} turns, {r['wall_s']} s ({r['eval_s']} s evaluating), "
+                   f"{r['tokens'].get('total_tokens', 0)} tokens, {r['invalid_tool_calls']} invalid tool calls")
+            yield (f"# final evaluation: reward {res['reward']}, correct {res['correct']}, "
+                   f"vs eager {speedup(res.get('speedup_eager'))}, vs compile {speedup(res.get('speedup_compile'))}"
+                   + (f", reasons: {', '.join(why['code'] for why in res['reasons'])}" if res.get("reasons") else ""))

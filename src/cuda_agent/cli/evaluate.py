@@ -1,0 +1,214 @@
+"""`eval`, `examples`, `baselines`, `init-workspace`, `workspace`: one evaluation, the bundled
+examples, a task set's baselines, and the agent's workspace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.cli.common import console, fmt_ms, fmt_x, progress_bar, stdout_reserved
+from cuda_agent.cli.options import add_eval_options, add_level_option, eval_config, load_tasks
+from cuda_agent.evaluate.config import DEVICES
+from cuda_agent.examples import FORMS
+from cuda_agent.workspace.commands import COMMANDS
+
+
+def print_result(result, on=None) -> None:
+    """A readable summary of one EvalResult on the console `on`: times, speedups, verdict, reasons."""
+    from rich.table import Table
+
+    on = on or console()
+    table = Table(title=f"{result.task}  <-  {result.candidate}", title_justify="left")
+    for col in ("", "median ms", "IQR ms", "calls", "speedup"):
+        table.add_column(col, justify="right" if col else "left")
+    for name, st in result.times_ms.items():
+        sp = {"candidate": None, "eager": result.speedup_eager, "compile": result.speedup_compile}[name]
+        table.add_row(name, fmt_ms(st), "-" if st is None else f"{st.iqr:.3g}",
+                      "-" if st is None else str(st.n),
+                      "" if name == "candidate" else ("-" if sp is None else f"candidate {fmt_x(sp)}"))
+    on.print(table)
+    colour = {-1: "red", 1: "yellow", 2: "green", 3: "bold green"}[result.reward]
+    dev = result.device.get("name") or result.device.get("type")
+    on.print(f"compiled: {result.compiled}   correct: {result.correct}   "
+             f"reward: [{colour}]{result.reward}[/]   device: {dev}   "
+             f"time: {result.phases_s.get('total', 0):.1f} s")
+    for r in result.reasons:
+        style = "dim" if r.kind.value == "info" else "red"
+        msg = r.message if len(r.message) < 1500 else r.message[:700] + "\n[...]\n" + r.message[-700:]
+        on.print(f"[{style}]{r.code.value}[/] ({r.kind.value}): ", msg, markup=True, highlight=False)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluate import evaluate, load_candidate
+    from cuda_agent.tasks import load_task
+
+    config = eval_config(args)
+    task = load_task(args.task)
+    candidate = load_candidate(args.candidate)
+    with stdout_reserved(args.json):
+        result = evaluate(task, candidate, config)
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print_result(result)
+    return 0
+
+
+def cmd_init_workspace(args: argparse.Namespace) -> int:
+    from cuda_agent.tasks import load_task
+    from cuda_agent.workspace import init_workspace
+
+    path = init_workspace(load_task(args.task), Path(args.dir), device=args.device)
+    print(f"workspace ready: {path}\nnext: cd {path} && read SKILL.md, then `bash utils/compile.sh`, "
+          "`python3 -m utils.verification`, `python3 -m utils.profiling`")
+    return 0
+
+
+def cmd_workspace(args: argparse.Namespace) -> int:
+    from cuda_agent.workspace.commands import main as ws_main
+
+    return ws_main(args.command, Path(args.dir), args.rest)
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from cuda_agent.evaluate import evaluate, load_candidate
+    from cuda_agent.evaluate.device import resolve_device
+    from cuda_agent.examples import get_example, list_examples
+    from cuda_agent.tasks import load_task
+
+    config = eval_config(args)
+    device = resolve_device(config.device)
+    config.device = device
+    examples = [get_example(n) for n in args.only] if args.only else list_examples()
+    jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()
+            if args.form in (None, form)]
+    results = []
+    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress:
+        bar = progress.add_task(f"evaluating bundled examples on {device}", total=len(jobs))
+        for ex, form, path in jobs:
+            progress.update(bar, description=f"{ex.name} ({form})")
+            res = evaluate(load_task(ex.task), load_candidate(path), config)
+            results.append((ex, form, res))
+            progress.advance(bar)
+    if args.json:
+        print(json.dumps({"device": device, "results": [
+            {"example": ex.name, "form": form, **res.to_json()} for ex, form, res in results]}))
+        return 0
+    table = Table(title=f"bundled examples on {device}", title_justify="left")
+    for col in ("example", "form", "correct", "reward", "eager ms", "compile ms", "candidate ms",
+                "vs eager", "vs compile", "eval s", "reasons"):
+        table.add_column(col)
+    for ex, form, r in results:
+        table.add_row(ex.name, form, str(r.correct), str(r.reward), fmt_ms(r.times_ms["eager"]),
+                      fmt_ms(r.times_ms["compile"]), fmt_ms(r.times_ms["candidate"]),
+                      fmt_x(r.speedup_eager), fmt_x(r.speedup_compile),
+                      f"{r.phases_s.get('total', 0):.1f}",
+                      ", ".join(x.code.value for x in r.reasons) or "-")
+    console().print(table)
+    return 0
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    """Measure (or read from the cache) every task's eager and compile baselines; print them with a
+    self-check (the reference timed as a candidate: 1.00x when timing is fair); with --out, write
+    KernelBench's results/timing layout."""
+    from rich.table import Table
+
+    from cuda_agent.bench.kernelbench_timing import write_kernelbench_timing
+    from cuda_agent.evaluate import evaluate
+    from cuda_agent.evaluate.baselines import baseline_candidate
+    from cuda_agent.evaluate.device import resolve_device
+
+    config = eval_config(args)
+    config.device = device = resolve_device(config.device)
+    config.policy, config.trials, config.stress_trials = "none", 1, 0  # the reference is trusted code
+    tasks = load_tasks(args)
+    rows = []
+    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress:
+        bar = progress.add_task(f"baselines on {device}", total=len(tasks))
+        for task in tasks:
+            progress.update(bar, description=task.id)
+            res = evaluate(task, baseline_candidate(task.source, "eager"), config)
+            rows.append((task, res))
+            progress.advance(bar)
+    written = write_kernelbench_timing(rows, args.out) if args.out else []
+    if args.json:
+        print(json.dumps({"device": device, "written": [str(p) for p in written], "tasks": [
+            {"task": t.id, "level": t.level, "eager": _stats_json(r.times_ms.get("eager")),
+             "compile": _stats_json(r.times_ms.get("compile")),
+             "source": (r.timing_check or {}).get("baselines", {}).get("source"),
+             "self_check": r.speedup_eager, "reasons": [x.code.value for x in r.reasons]}
+            for t, r in rows]}))
+        return 0
+    table = Table(title=f"baselines on {device}", title_justify="left")
+    for col in ("task", "eager ms", "compile ms", "source", "self-check", "reasons"):
+        table.add_column(col)
+    for t, r in rows:
+        table.add_row(t.id, fmt_ms(r.times_ms["eager"]), fmt_ms(r.times_ms["compile"]),
+                      (r.timing_check or {}).get("baselines", {}).get("source", "-"), fmt_x(r.speedup_eager),
+                      ", ".join(x.code.value for x in r.reasons) or "-")
+    console().print(table)
+    for p in written:
+        print(f"wrote {p}")
+    return 0
+
+
+def _stats_json(st) -> dict[str, Any] | None:
+    from dataclasses import asdict
+
+    return None if st is None else asdict(st)
+
+
+def add_parsers(sub) -> None:
+    """eval, init-workspace, workspace, examples, baselines."""
+    p = sub.add_parser("eval", help="evaluate one candidate on one task",
+                       description="Build, verify and time CANDIDATE against TASK and print the verdict "
+                       "and the milestone reward. Exit 0 whenever the evaluation completed.",
+                       epilog="example: cuda-agent eval task.py candidate.py --device cpu --json")
+    p.add_argument("task", help="KernelBench-format task file (defines Model, get_inputs, get_init_inputs)")
+    p.add_argument("candidate", help="a .py file defining ModelNew, or a workspace directory")
+    add_eval_options(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("init-workspace", help="write an agent workspace for a task",
+                       description="Write a CUDA-Agent-compatible workspace for TASK into DIR: model.py, "
+                       "SKILL.md, the fixed binding files and commands, and an example kernel.",
+                       epilog="example: cuda-agent init-workspace level1/19_ReLU.py ./ws --device cuda")
+    p.add_argument("task", help="KernelBench-format task file")
+    p.add_argument("dir", help="directory to create (must be empty or absent)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="backend the kernels are written for (default: auto)")
+    p.set_defaults(func=cmd_init_workspace)
+
+    p = sub.add_parser("workspace", help="run a workspace command (what utils/ in a workspace calls)",
+                       description="The workspace's fixed commands: compile, verify, profile.")
+    p.add_argument("command", choices=list(COMMANDS))
+    p.add_argument("dir", nargs="?", default=".", help="workspace directory (default: .)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the command (--device, --json, --trials)")
+    p.set_defaults(func=cmd_workspace)
+
+    p = sub.add_parser("examples", help="evaluate the bundled example kernels",
+                       description="Evaluate every bundled example task with its candidates for the "
+                       "device (single-file and workspace forms) and print a table.",
+                       epilog="example: cuda-agent examples --device cpu")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="evaluate only these examples")
+    p.add_argument("--form", choices=FORMS, default=None, help="only this candidate form")
+    add_eval_options(p)
+    p.set_defaults(func=cmd_examples)
+
+    p = sub.add_parser("baselines", help="measure and cache the eager and compile baselines of a task set",
+                       description="Measure every task's eager and torch.compile timings (once per task, "
+                       "device and software versions; later evaluations reuse them) and print them with a "
+                       "self-check: the reference timed as a candidate, 1.00x when timing is fair.",
+                       epilog="example: cuda-agent baselines KernelBench/ --level 1 --device cuda --out results/timing")
+    p.add_argument("taskset", help="a KernelBench checkout, its KernelBench/ folder or a folder of level1/..., "
+                   "or `examples` for the bundled example tasks")
+    add_level_option(p)
+    p.add_argument("--out", type=Path, default=None,
+                   help="also write KernelBench's results/timing layout under this folder")
+    add_eval_options(p)
+    p.set_defaults(func=cmd_baselines)
