@@ -83,7 +83,7 @@ class EvalConfig:
     are keyed by it, so a candidate is compared only with baselines timed after the same work."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
-    stream when forward returns (`stream_race` otherwise; worker.StreamCheck). A kernel that leaves
+    stream when forward returns (`stream_race` otherwise; worker/runner.py, `StreamCheck`). A kernel that leaves
     its work on a side stream it never joins back passes the timer (which waits for every stream)
     but hands the caller an output still being written. False: no hold and no snapshot."""
     timed_check_fraction: float = 0.25
