@@ -273,13 +273,13 @@ def test_workers_forked_from_a_zygote_get_the_same_verdicts(cache_dir, tmp_path)
     them as through fresh interpreters, and an honest candidate still passes; judges kept from one
     case to the next (`reuse_judges`) judge the next as a fresh one would."""
     with Evaluator(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), jobs=1) as ev:
-        pool = ev._pools[None]
+        pool = ev.pool()
         assert pool.zygote is not None and pool.zygote.ready.wait(120), "the zygote did not warm up"
         with pool.lock:  # replace the spares started before the zygote was warm
             started, pool.spares = pool.spares, []
         for w in started:
             w.close()
-        pool._fill()
+        pool.fill()
         _check_forked_cases(cache_dir, tmp_path, evaluator=ev)
         assert not pool.zygote.dead and all(w.forked for w in pool.spares)
         # every judge and candidate was forked, or a judge kept from an earlier case (whose
