@@ -13,7 +13,9 @@ evaluators miss it), then metadata comments:
                                            among its failures (`a|b`: any of them, where the verdict
                                            depends on garbage memory or on which layer fires first);
                                            `pass` means judged correct and unflagged
-    # fault: hang                  category 13: which fault kind the case is
+    # fault: hang                  category 13: which fault kind the case is (FAULT_KINDS: the
+                                   process faults, and honest candidates' wrong answers; a
+                                   `syntax_error` case is valid Python up to its `class ModelNew`)
     # kind: side_stream            honest cases: which honest pattern the case is
     # timeout_s: 20                the evaluation's timeout_s (default 60)
     # config: stream_check=true    other EvalConfig fields the case is evaluated with
@@ -59,11 +61,16 @@ PROFILES = ("strict", "kernelbench", "none")
 DEVICES = ("cpu", "cuda")
 PASS = "pass"
 CHEAT_CATEGORIES = range(1, 13)
-FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang", "oom", "flood"}
+FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang", "oom", "flood",
+               # honest candidates with wrong answers, or none: faults of the candidate, not cheats
+               "wrong_value", "wrong_shape", "wrong_dtype", "wrong_structure", "wrong_device",
+               "stress_mismatch", "no_model_new", "init_error", "syntax_error"}
+UNPARSABLE = "syntax_error"  # the fault kind whose file is not valid Python (past its metadata)
+NO_MODEL_NEW = "no_model_new"  # the fault kind whose file defines no ModelNew
 HONEST_KINDS = {"plain", "side_stream", "weight_transform", "cublas", "fp16", "multi_launch",
                 # patterns of real model-written kernels that earlier rules rejected
                 "autotune", "autograd", "class_state", "build_dir", "renamed_params", "reshaped_params",
-                "structured_input", "lazy_derived_state", "aliased_state"}
+                "structured_input", "lazy_derived_state", "aliased_state", "verbose"}
 OUTPUT_BOUND = 64 * 1024  # bytes of candidate output a result may keep, at most
 DEFAULT_TIMEOUT_S = 60
 
@@ -107,8 +114,11 @@ def _parse(path: Path, honest: bool) -> Case:
     try:
         body = ast.parse(text).body
     except SyntaxError as exc:
-        body = []
-        problems.append(f"{path.name}: not valid Python: {exc}")
+        # a syntax-error case is valid Python up to its error: its docstring and metadata come first
+        lines = text.splitlines()[: (exc.lineno or 1) - 1]
+        body = ast.parse("\n".join(lines)).body if _parses("\n".join(lines)) else []
+        if f"# fault: {UNPARSABLE}" not in text:
+            problems.append(f"{path.name}: not valid Python: {exc}")
     code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
     header = text.splitlines()[: code[0].lineno - 1] if code else []  # metadata: before any code
     for line in header:
@@ -167,6 +177,14 @@ def _parse(path: Path, honest: bool) -> Case:
                 expects=tuple(expects), fault=meta.get("fault"), kind=meta.get("kind"),
                 timeout_s=timeout_s, flood=meta.get("flood", "").lower() == "true",
                 config=tuple(config), problems=tuple(problems))
+
+
+def _parses(src: str) -> bool:
+    try:
+        ast.parse(src)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _discover() -> list[Case]:
@@ -256,7 +274,10 @@ def _assert_verdict(case: Case, code: str, res: EvalResult, elapsed: float) -> N
         out = res.candidate_output
         kept = len(out.get("stdout", "").encode()) + len(out.get("stderr", "").encode())
         assert kept < OUTPUT_BOUND, f"{kept} bytes of candidate output kept in the result"
+        assert out["bytes"] > 10 * OUTPUT_BOUND, f"the flood was not counted in full: {out['bytes']} bytes"
         assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons], _explain(res)
+    if case.fault in ("compile_error", UNPARSABLE):  # a candidate that does not build or import
+        assert not res.compiled, _explain(res)
     if case.fault == "hang":  # the limit holds: build and load are not part of it
         spent = elapsed - res.phases_s.get("load", 0.0) - res.phases_s.get("build", 0.0)
         assert spent < case.timeout_s + 30, f"the hang took {spent:.0f} s (limit {case.timeout_s} s)"
@@ -361,15 +382,21 @@ def test_cases_render_to_python(device):
     for case in CASES:
         raw = case.path.read_text()
         src = case.render(device)
-        tree = ast.parse(src, filename=str(case.path))
         assert not [ln for ln in src.splitlines() if ln.strip() in _PLACEHOLDER], case.id
+        if case.fault == UNPARSABLE:  # valid Python up to its `class ModelNew` line, and not beyond
+            assert not _parses(src), f"{case.id}: a syntax-error case must not parse"
+            head = src[: src.index("class ModelNew")]
+            assert ast.get_docstring(ast.parse(head)), f"{case.id}: starts with a docstring"
+            continue
+        tree = ast.parse(src, filename=str(case.path))
         assert ast.get_docstring(tree), f"{case.id}: starts with a docstring"
         names = {n.id for n in ast.walk(ast.parse(raw)) if isinstance(n, ast.Name)}
         if "ext" in names:
             assert "#@KERNEL" in raw, f"{case.id}: uses ext without #@KERNEL"
         if "ADV_DEVICE" in names:
             assert "#@KERNEL" in raw or "#@DEVICE" in raw, f"{case.id}: uses ADV_DEVICE without a placeholder"
-        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body), case.id
+        defines = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+        assert defines is (case.fault != NO_MODEL_NEW), case.id
 
 
 # --- nothing left behind ---------------------------------------------------------------------------

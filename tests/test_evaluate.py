@@ -1,8 +1,10 @@
 """End-to-end tests of the evaluator on the CPU backend: real worker processes, real verdicts.
 
 Candidates here are small Python ModelNew classes (no compilation), so these tests are about the
-pipeline: the trust boundary, the comparison, faults and the result contract. Compiled candidates
-are covered by test_examples.py and test_workspace.py.
+pipeline: the result contract, seeds, batching, the comparison's units, files and processes left
+behind, the command line. Cheating and faulty candidates (wrong answers, exceptions, crashes, hangs,
+floods) are cases of the adversarial suite (test_adversarial.py), one file each with its expected
+verdict. Compiled candidates are covered by test_examples.py and test_workspace.py.
 """
 
 import json
@@ -32,18 +34,6 @@ CORRECT = HEADER + textwrap.dedent("""
 
         def forward(self, x):
             return (x + self.bias).clamp_min(0)
-    """)
-
-
-def returning(expr: str, prelude: str = "") -> str:
-    """A ModelNew like the correct one whose forward returns `expr` (x is the input)."""
-    return prelude + textwrap.dedent(f"""
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            return {expr}
     """)
 
 
@@ -213,70 +203,6 @@ def test_one_call_per_command(tmp_path, cache_dir):
     assert res.timing_check["timed_calls_checked"] == res.times_ms["candidate"].n + 1  # + the warm-up
 
 
-@pytest.mark.parametrize("body,code", [
-    # wrong value
-    (returning("(x + self.bias).clamp_min(0.05)"), "output_mismatch"),
-    # wrong shape
-    (returning("(x + self.bias).clamp_min(0)[:, :-1]"), "shape_mismatch"),
-    # wrong dtype
-    (returning("(x + self.bias).clamp_min(0).double()"), "dtype_mismatch"),
-    # a tuple where a tensor is expected
-    (returning("((x + self.bias).clamp_min(0),)"), "structure_mismatch"),
-    # writes into its input
-    (returning("x.add_(self.bias).clamp_min_(0)"), "input_modified"),
-    # correct only on the task's distribution (randn): breaks on scaled inputs
-    (returning("(x.clamp(-6, 6) + self.bias).clamp_min(0)"), "stress_mismatch"),
-    # an output subclass
-    (returning("(x + self.bias).clamp_min(0).as_subclass(Sneaky)",
-               "class Sneaky(torch.Tensor):\n    pass\n"), "not_plain_tensor"),
-    # an exception in forward
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             raise RuntimeError("kernel launch failed: too many resources requested")
-     """, "runtime_error"),
-    # no ModelNew
-    ("""
-     class Model(nn.Module):
-         pass
-     """, "no_model_new"),
-    # the constructor fails
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             raise ValueError("bad init")
-     """, "init_error"),
-])
-@pytest.mark.parametrize("device", DEVICES)
-def test_wrong_candidates_fail_with_their_reason(tmp_path, cache_dir, body, code, device):
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timing=False)
-    assert not res.correct
-    assert res.reward == -1
-    assert codes(res)[0] == code, res.reasons
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_correct_except_during_timing(tmp_path, cache_dir, device):
-    # right for the first calls (the correctness trials), then wrong: caught on timed outputs
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-            self.calls = 0
-        def forward(self, x):
-            self.calls += 1
-            y = (x + self.bias).clamp_min(0)
-            return y if self.calls <= 7 else torch.zeros_like(y)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["timed_output_mismatch"] and res.reward == -1
-
-
 def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir):
     # each call takes 1.5 s: the 3 trials fit in timeout_s, the least timing (a warm-up batch and 6 of
     # samples) does not. Timing it would end in a timeout (reward -1) for a correct candidate.
@@ -296,63 +222,6 @@ def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(t
     skipped = [r for r in res.reasons if r.code is Code.TIMING_SKIPPED]
     assert len(skipped) == 1 and "candidate took 1.5" in skipped[0].message
     assert res.speedup_eager is None and res.times_ms.get("candidate") is None
-
-
-def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
-    res = run(tmp_path, candidate(tmp_path, "class ModelNew(nn.Module:\n    pass\n"), cache_dir)
-    assert not res.compiled and codes(res) == ["load_error"]
-    assert "SyntaxError" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_exit_during_forward_is_an_early_exit_not_a_pass(tmp_path, cache_dir, device):
-    body = """
-    import os
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
-            os._exit(0)
-    """
-    # no static rule for it: the harness sees the process end with status 0 in the middle of a command
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["early_exit"] and res.reward == -1
-    assert "exited with status 0" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_segfault_is_a_crash(tmp_path, cache_dir, device):
-    body = """
-    import ctypes
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            ctypes.string_at(0)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, policy="none")
-    assert codes(res) == ["crash"]
-    assert "SIGSEGV" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
-    body = """
-    import time
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            time.sleep(3600)
-    """
-    t0 = time.monotonic()
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timeout_s=8, policy="none")
-    assert time.monotonic() - t0 < 40
-    assert codes(res) == ["timeout"]
 
 
 def test_workers_end_when_their_harness_is_killed(tmp_path, cache_dir):
@@ -449,66 +318,6 @@ def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
     again = claim_extension_dir()  # nobody else alive now: the lock is stale
     assert not (tmp_path / "ext" / "lock").exists()
     again.close()
-
-
-OOB_KERNEL = r"""
-from torch.utils.cpp_extension import load_inline
-ext = load_inline(name="cuda_agent_test_oob", cpp_sources="torch::Tensor oob(torch::Tensor x);",
-    cuda_sources=r'''
-#include <torch/types.h>
-__global__ void k(float* p) { p[(long)threadIdx.x * (1L << 36)] = 1.f; }
-torch::Tensor oob(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 32>>>(y.data_ptr<float>()); return y; }
-''', functions=["oob"])
-
-class ModelNew(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(f))
-    def forward(self, x):
-        return ext.oob(x)
-"""
-
-
-@pytest.mark.gpu
-def test_illegal_address_then_the_gpu_still_serves(tmp_path, cache_dir):
-    bad = run(tmp_path, candidate(tmp_path, OOB_KERNEL, "oob.py"), cache_dir, "cuda", timing=False)
-    assert bad.compiled and not bad.correct
-    assert codes(bad)[0] in ("illegal_memory_access", "crash"), bad.reasons
-    good = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, "cuda")
-    assert good.correct and good.reward >= 1, good.reasons
-
-
-@pytest.mark.gpu
-def test_output_on_the_wrong_device(tmp_path, cache_dir):
-    body = CORRECT[len(HEADER):].replace("return (x + self.bias).clamp_min(0)",
-                                         "return (x + self.bias).clamp_min(0).cpu()")
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
-    assert codes(res) == ["device_mismatch"]
-
-
-@pytest.mark.gpu
-def test_out_of_memory_is_a_verdict(tmp_path, cache_dir):
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            hog = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)
-            return (x + self.bias).clamp_min(0)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
-    assert codes(res) == ["out_of_memory"]
-
-
-def test_output_flood_is_truncated(tmp_path, cache_dir):
-    body = 'import sys\nsys.stdout.write("x" * 5_000_000)\nsys.stdout.flush()\n' + CORRECT[len(HEADER):]
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
-    assert res.correct
-    out = res.candidate_output
-    assert out["bytes"] >= 5_000_000
-    assert len(out["stdout"]) < 20000
-    assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons]
 
 
 def test_no_files_left_behind(tmp_path, cache_dir):

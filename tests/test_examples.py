@@ -153,25 +153,6 @@ def test_cpu_candidate_with_compile_baseline(cache_dir):
         assert res.times_ms["compile"].median > 0
 
 
-@pytest.mark.slow
-def test_cpu_wrong_candidate_is_an_output_mismatch(tmp_path, cache_dir):
-    """The elementwise single file with sigmoid's 1 turned into 2 computes x / (2 + e^-x)."""
-    src = get_example("elementwise").candidates("cpu")["single"].read_text()
-    right = "x[i] / (1.0f + exp_approx(-x[i]))"
-    assert src.count(right) == 1
-    wrong = src.replace(right, "x[i] / (2.0f + exp_approx(-x[i]))")
-    wrong = wrong.replace('name="cuda_agent_ex_swish_cpu"', 'name="cuda_agent_ex_swish_cpu_wrong"')
-    assert "cuda_agent_ex_swish_cpu_wrong" in wrong
-    cand = tmp_path / "wrong_swish.py"
-    cand.write_text(wrong)
-    ex = get_example("elementwise")
-    res = evaluate(load_task(ex.task), load_candidate(cand), _cpu_config(cache_dir))
-    assert res.compiled, _explain(res)
-    assert res.correct is False
-    assert res.reward == -1
-    assert [r.code for r in res.failures] == [Code.OUTPUT_MISMATCH], _explain(res)
-
-
 # --- CUDA candidates (GPU machines only) -----------------------------------------------------------
 
 @pytest.mark.gpu
