@@ -334,8 +334,10 @@ def test_gpu_still_serves_after_faults(cache_dir, tmp_path):
     usable: the next evaluation on it is unaffected."""
     honest = BY_ID["honest_plain_ext"]
     for fault_id in ("cat13_illegal_memory", "cat13_oom"):
-        bad = _run(BY_ID[fault_id], "strict", "cuda", cache_dir, tmp_path / fault_id)
-        assert bad.reward == -1, _explain(bad)
+        fault = BY_ID[fault_id]
+        t0 = time.monotonic()
+        bad = _run(fault, "strict", "cuda", cache_dir, tmp_path / fault_id)
+        _assert_verdict(fault, dict(fault.expects)["strict"], bad, time.monotonic() - t0)
         good = _run(honest, "strict", "cuda", cache_dir, tmp_path / f"after_{fault_id}")
         _assert_honest(good)
 

@@ -335,9 +335,13 @@ def test_arity_accepts_defaults_varargs_and_non_literals(tmp_path):
         validate_task_source(source.replace("return [1, 2]", "return [1, 2, 3]"), "bad.py")
 
 
-def test_validator_never_executes_code():
-    source = GOOD + "\nraise SystemExit('executed!')\n"
-    validate_task_source(source, "x.py")  # parses, does not run
+def test_validator_never_executes_code(tmp_path):
+    marker = tmp_path / "executed"
+    run_me = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('executed!')\n"
+    assert validate_task_source(run_me + GOOD, "x.py") is None  # parsed and accepted ...
+    with pytest.raises(TaskError, match="defines no class `Model`"):  # ... or parsed and refused
+        validate_task_source(run_me + GOOD.replace("class Model", "class Other"), "x.py")
+    assert not marker.exists()  # and never run
 
 
 # ------------------------------------------------------------------ local HF dataset copies
