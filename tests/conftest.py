@@ -7,6 +7,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "src"))
+# ... and first for the interpreters the tests start (`python -m cuda_agent`, scripts): an editable
+# install of another checkout would otherwise be what they import, and test that checkout instead.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
 
 
 def _cuda() -> bool:
