@@ -92,7 +92,7 @@ class Case:
     timeout_s: int
     flood: bool
     config: tuple[tuple[str, object], ...]  # EvalConfig fields beside the suite's defaults
-    problems: tuple[str, ...]  # metadata errors, reported by test_suite_metadata
+    problems: tuple[str, ...]  # metadata errors, reported by test_every_case_has_valid_metadata_and_every_category_has_its_cases
 
     @property
     def id(self) -> str:
@@ -254,7 +254,7 @@ def cpu_evaluator(cache_dir):
 
 
 @pytest.mark.parametrize("case,profile,code,device", _params())
-def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path, request):
+def test_each_case_gets_its_expected_verdict(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path, request):
     evaluator = request.getfixturevalue("cpu_evaluator") if device == "cpu" else None
     t0 = time.monotonic()
     res = _run(case, profile, device, cache_dir, tmp_path, evaluator=evaluator)
@@ -344,7 +344,7 @@ def test_gpu_still_serves_after_faults(cache_dir, tmp_path):
 
 # --- the suite itself ------------------------------------------------------------------------------
 
-def test_suite_metadata():
+def test_every_case_has_valid_metadata_and_every_category_has_its_cases():
     problems = [p for c in CASES for p in c.problems]
     assert not problems, "\n".join(problems)
     cheats = [c for c in CASES if not c.honest]
@@ -374,7 +374,7 @@ def test_suite_metadata():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_cases_render_to_python(device):
+def test_every_case_renders_to_python_that_defines_what_it_uses(device):
     """Every case, with its placeholders replaced, is valid Python, and a case uses `ext` or
     `ADV_DEVICE` only when it asks for the block that defines them."""
     for kernel in ("cpu", "cuda"):

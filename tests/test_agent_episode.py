@@ -53,7 +53,7 @@ def _script() -> list[ScriptStep]:
     ]
 
 
-def test_scripted_episode_on_cpu(tmp_path, monkeypatch):
+def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
     task = load_task(EX.task)
     cfg = EpisodeConfig(device="cpu", max_turns=20,

@@ -36,7 +36,7 @@ def test_key_covers_device_and_software_not_host():
     assert baseline_key(DEVICE, 8, True, "tf32") != base  # EvalConfig.touch is part of the protocol
 
 
-def test_cache_round_trip_and_tampering(tmp_path):
+def test_the_cache_returns_what_was_put_and_ignores_tampered_entries(tmp_path):
     cache = BaselineCache(tmp_path)
     assert cache.get("task", "k") is None
     path = cache.put("task", "k", _entry(2.5))

@@ -71,11 +71,11 @@ def codes(res: EvalResult) -> list[str]:
     (True, 1.2, 1.06, 3),
     (True, 0.9, 1.5, 1),       # beating compile alone earns nothing extra
 ])
-def test_milestone_reward(correct, se, sc, want):
+def test_the_reward_is_a_milestone_of_correctness_and_speedups(correct, se, sc, want):
     assert milestone_reward(correct, se, sc) == want
 
 
-def test_time_stats():
+def test_time_stats_give_the_median_range_count_and_interquartile_range():
     st = TimeStats.of([4.0, 1.0, 3.0, 2.0, 100.0])
     assert st.median == 3.0 and st.min == 1.0 and st.max == 100.0 and st.n == 5
     assert st.iqr == pytest.approx(2.0)
@@ -104,7 +104,7 @@ def test_batch_size_fits_the_memory_budget():
     assert _batch_size(1024, 1024, 40.0, 8, 1 << 30) == 1  # long calls: one per command
 
 
-def test_compare_rules():
+def test_the_comparison_rejects_each_kind_of_wrong_output_with_its_code():
     import torch
 
     from cuda_agent.evaluate.compare import compare
@@ -128,7 +128,7 @@ def test_compare_rules():
     assert compare(ints, ints + (ints == 3), **kw).code is Code.OUTPUT_MISMATCH
 
 
-def test_compare_in_chunks(monkeypatch):
+def test_a_comparison_in_chunks_finds_the_one_bad_element_and_leaves_the_reference_alone(monkeypatch):
     import torch
 
     from cuda_agent.evaluate import compare as cmp
@@ -151,7 +151,7 @@ def test_compare_in_chunks(monkeypatch):
 # --- end to end ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_correct_candidate(tmp_path, cache_dir, device):
+def test_a_correct_candidate_passes_with_a_reward_of_at_least_1(tmp_path, cache_dir, device):
     # baselines measured by this evaluation, not read from the session's cache (whose entries fix
     # the batch size: test_cached_baselines_set_the_candidates_batch_size)
     res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device, baseline_cache=False)
@@ -191,7 +191,7 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
     assert res.correct and res.reward == 1
 
 
-def test_one_call_per_command(tmp_path, cache_dir):
+def test_with_one_call_per_command_every_timed_call_is_checked(tmp_path, cache_dir):
     """batch_calls=1: every trial and every timed call is its own command (the protocol of tasks
     too large for batches); every timed call checked."""
     cand = candidate(tmp_path, CORRECT[len(HEADER):])
@@ -318,7 +318,7 @@ def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
     again.close()
 
 
-def test_no_files_left_behind(tmp_path, cache_dir):
+def test_an_evaluation_leaves_no_files_behind_even_after_a_crash(tmp_path, cache_dir):
     work = tmp_path / "work"
     work.mkdir()
     # a verdict, and a candidate process that dies while it loads
@@ -342,7 +342,7 @@ def test_stale_directories_of_killed_evaluations_are_swept(tmp_path, cache_dir):
     assert sorted(p.name for p in work.iterdir()) == [live.name]
 
 
-def test_no_processes_left_behind(tmp_path, cache_dir):
+def test_a_child_process_left_running_is_hidden_work_and_is_killed(tmp_path, cache_dir):
     import os
 
     pidfile = tmp_path / "child.pid"
@@ -359,7 +359,7 @@ def test_no_processes_left_behind(tmp_path, cache_dir):
     assert not alive
 
 
-def test_broken_task_is_an_infra_failure(tmp_path, cache_dir):
+def test_a_broken_task_is_an_infra_failure(tmp_path, cache_dir):
     task = tmp_path / "task.py"
     task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))
     cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False, policy="kernelbench")
@@ -390,7 +390,7 @@ def test_cli_json_is_one_object_even_when_the_candidate_prints(tmp_path, cache_d
     assert obj["device"]["type"] == "cpu" and obj["device"]["torch"]
 
 
-def test_cli_wrong_candidate_still_exits_0(tmp_path, cache_dir):
+def test_the_cli_exits_0_for_a_wrong_candidate(tmp_path, cache_dir):
     p = cli("eval", str(TASK), str(candidate(tmp_path, "x = 1\n")), "--device", "cpu", "--json",
             "--no-timing", "--cache-dir", str(cache_dir))
     assert p.returncode == 0
@@ -398,7 +398,7 @@ def test_cli_wrong_candidate_still_exits_0(tmp_path, cache_dir):
     assert obj["reward"] == -1 and obj["reasons"][0]["code"] == "no_model_new"
 
 
-def test_cli_usage_errors_exit_2(tmp_path):
+def test_cli_usage_errors_exit_with_status_2(tmp_path):
     p = cli("eval", str(tmp_path / "missing.py"), str(TASK), "--device", "cpu")
     assert p.returncode == 2 and "does not exist" in p.stderr
     p = cli("eval", str(TASK), str(tmp_path), "--device", "cpu")
@@ -409,14 +409,14 @@ def test_cli_usage_errors_exit_2(tmp_path):
     assert p.returncode == 2 and "seeds" in p.stderr
 
 
-def test_cli_readable_summary(tmp_path, cache_dir):
+def test_the_cli_prints_a_readable_summary_without_json(tmp_path, cache_dir):
     p = cli("eval", str(TASK), str(candidate(tmp_path, CORRECT[len(HEADER):])), "--device", "cpu",
             "--no-compile-baseline", "--policy", "kernelbench", "--cache-dir", str(cache_dir))
     assert p.returncode == 0, p.stderr
     assert "reward:" in p.stdout and "eager" in p.stdout and "candidate" in p.stdout
 
 
-def test_import_is_cheap():
+def test_importing_the_package_and_the_cli_loads_no_heavy_module():
     code = "import sys, cuda_agent, cuda_agent.cli, cuda_agent.evaluate.engine; " \
            "print(sorted(m for m in ('torch','numpy','openai','rich') if m in sys.modules))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

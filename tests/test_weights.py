@@ -140,7 +140,7 @@ def test_stress_inputs_keep_zeros_signs_ranges_and_integers(variant):
 
 
 @pytest.mark.parametrize("variant", [0, 1])
-def test_stress_inputs_keep_probability_distributions_distributions(variant):
+def test_stress_inputs_keep_probability_distributions_summing_to_1(variant):
     # rows of a softmax (KernelBench's KL-divergence task) stay rows that sum to 1, flatter or
     # sharper; a kernel may rely on that (a real one drops terms whose target is below 1e-8, which
     # the unnormalised x^4 of its ~6e-5 entries all were)
