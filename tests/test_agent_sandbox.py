@@ -4,6 +4,7 @@ unsandboxed unless asked."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -12,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import sandbox as sb_mod
+from conftest import sandbox_unavailable
 from cuda_agent.agent.sandbox import OUTPUT_LIMIT, Sandbox, SandboxUnavailable
 
-NAMESPACES = sb_mod._probe() is None
-needs_ns = pytest.mark.skipif(not NAMESPACES, reason=f"no user namespaces here: {sb_mod._probe()}")
+needs_ns = pytest.mark.skipif(sandbox_unavailable() is not None, reason=f"no user namespaces here: {sandbox_unavailable()}")
 
 
 @pytest.fixture
@@ -101,9 +101,12 @@ def test_huge_output_is_clipped(box):
 
 
 def test_the_sandbox_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
-    monkeypatch.setattr(sb_mod, "_probe", lambda: "user namespaces are not allowed here: test")
+    # a machine without util-linux's `unshare`: no namespaces (a PATH holding only bash)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "bash").symlink_to(shutil.which("bash"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     (tmp_path / "ws").mkdir()
-    with pytest.raises(SandboxUnavailable, match="allow_unsandboxed"):
+    with pytest.raises(SandboxUnavailable, match="`unshare`.*allow_unsandboxed"):
         Sandbox(tmp_path / "ws")
     with Sandbox(tmp_path / "ws", allow_unsandboxed=True) as box:
         assert box.isolation["level"] == "none" and box.isolation["network"] == "host"

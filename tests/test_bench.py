@@ -187,10 +187,10 @@ def test_bench_resumes_after_a_kill_and_reports(tmp_path):
 def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path):
     """`bench --agent`: one episode per task, two at a time, against a scripted OpenAI-compatible
     server; each episode's final evaluation is the task's verdict; a second run has nothing to do."""
-    from cuda_agent.agent import sandbox as sb_mod
+    from conftest import sandbox_unavailable
     from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
 
-    if sb_mod._probe() is not None:
+    if sandbox_unavailable() is not None:
         pytest.skip("no user namespaces for the agent's sandbox here")
     (tmp_path / "kb" / "level1").mkdir(parents=True)
     (tmp_path / "kb" / "level1" / "1_ReluBias.py").write_text(TASK)
