@@ -1,5 +1,7 @@
+import functools
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "src"))
+# ... and first for the interpreters the tests start (`python -m cuda_agent`, scripts): an editable
+# install of another checkout would otherwise be what they import, and test that checkout instead.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+
+
+@functools.cache
+def sandbox_unavailable() -> str | None:
+    """Why the agent's sandbox cannot isolate commands on this machine (None when it can), as a
+    Sandbox reports it (`isolation["unavailable"]`)."""
+    from cuda_agent.agent.sandbox import Sandbox
+
+    with tempfile.TemporaryDirectory() as ws, Sandbox(ws, allow_unsandboxed=True) as box:
+        return box.isolation["unavailable"]
 
 
 def _cuda() -> bool:

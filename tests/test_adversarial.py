@@ -13,7 +13,9 @@ evaluators miss it), then metadata comments:
                                            among its failures (`a|b`: any of them, where the verdict
                                            depends on garbage memory or on which layer fires first);
                                            `pass` means judged correct and unflagged
-    # fault: hang                  category 13: which fault kind the case is
+    # fault: hang                  category 13: which fault kind the case is (FAULT_KINDS: the
+                                   process faults, and honest candidates' wrong answers; a
+                                   `syntax_error` case is valid Python up to its `class ModelNew`)
     # kind: side_stream            honest cases: which honest pattern the case is
     # timeout_s: 20                the evaluation's timeout_s (default 60)
     # config: stream_check=true    other EvalConfig fields the case is evaluated with
@@ -59,11 +61,16 @@ DEFAULT_TASK = HERE / "data" / "relu_bias_task.py"
 DEVICES = ("cpu", "cuda")
 PASS = "pass"
 CHEAT_CATEGORIES = range(1, 13)
-FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang", "oom", "flood"}
+FAULT_KINDS = {"compile_error", "exception", "segfault", "illegal_memory", "hang", "oom", "flood",
+               # honest candidates with wrong answers, or none: faults of the candidate, not cheats
+               "wrong_value", "wrong_shape", "wrong_dtype", "wrong_structure", "wrong_device",
+               "stress_mismatch", "no_model_new", "init_error", "syntax_error"}
+UNPARSABLE = "syntax_error"  # the fault kind whose file is not valid Python (past its metadata)
+NO_MODEL_NEW = "no_model_new"  # the fault kind whose file defines no ModelNew
 HONEST_KINDS = {"plain", "side_stream", "weight_transform", "cublas", "fp16", "multi_launch",
                 # patterns of real model-written kernels that earlier rules rejected
                 "autotune", "autograd", "class_state", "build_dir", "renamed_params", "reshaped_params",
-                "structured_input", "lazy_derived_state", "aliased_state"}
+                "structured_input", "lazy_derived_state", "aliased_state", "verbose"}
 OUTPUT_BOUND = 64 * 1024  # bytes of candidate output a result may keep, at most
 DEFAULT_TIMEOUT_S = 60
 
@@ -85,7 +92,7 @@ class Case:
     timeout_s: int
     flood: bool
     config: tuple[tuple[str, object], ...]  # EvalConfig fields beside the suite's defaults
-    problems: tuple[str, ...]  # metadata errors, reported by test_suite_metadata
+    problems: tuple[str, ...]  # metadata errors, reported by test_every_case_has_valid_metadata_and_every_category_has_its_cases
 
     @property
     def id(self) -> str:
@@ -107,8 +114,11 @@ def _parse(path: Path, honest: bool) -> Case:
     try:
         body = ast.parse(text).body
     except SyntaxError as exc:
-        body = []
-        problems.append(f"{path.name}: not valid Python: {exc}")
+        # a syntax-error case is valid Python up to its error: its docstring and metadata come first
+        lines = text.splitlines()[: (exc.lineno or 1) - 1]
+        body = ast.parse("\n".join(lines)).body if _parses("\n".join(lines)) else []
+        if f"# fault: {UNPARSABLE}" not in text:
+            problems.append(f"{path.name}: not valid Python: {exc}")
     code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
     header = text.splitlines()[: code[0].lineno - 1] if code else []  # metadata: before any code
     for line in header:
@@ -167,6 +177,14 @@ def _parse(path: Path, honest: bool) -> Case:
                 expects=tuple(expects), fault=meta.get("fault"), kind=meta.get("kind"),
                 timeout_s=timeout_s, flood=meta.get("flood", "").lower() == "true",
                 config=tuple(config), problems=tuple(problems))
+
+
+def _parses(src: str) -> bool:
+    try:
+        ast.parse(src)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _discover() -> list[Case]:
@@ -236,7 +254,7 @@ def cpu_evaluator(cache_dir):
 
 
 @pytest.mark.parametrize("case,profile,code,device", _params())
-def test_case(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path, request):
+def test_each_case_gets_its_expected_verdict(case: Case, profile: str, code: str, device: str, cache_dir, tmp_path, request):
     evaluator = request.getfixturevalue("cpu_evaluator") if device == "cpu" else None
     t0 = time.monotonic()
     res = _run(case, profile, device, cache_dir, tmp_path, evaluator=evaluator)
@@ -256,7 +274,10 @@ def _assert_verdict(case: Case, code: str, res: EvalResult, elapsed: float) -> N
         out = res.candidate_output
         kept = len(out.get("stdout", "").encode()) + len(out.get("stderr", "").encode())
         assert kept < OUTPUT_BOUND, f"{kept} bytes of candidate output kept in the result"
+        assert out["bytes"] > 10 * OUTPUT_BOUND, f"the flood was not counted in full: {out['bytes']} bytes"
         assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons], _explain(res)
+    if case.fault in ("compile_error", UNPARSABLE):  # a candidate that does not build or import
+        assert not res.compiled, _explain(res)
     if case.fault == "hang":  # the limit holds: build and load are not part of it
         spent = elapsed - res.phases_s.get("load", 0.0) - res.phases_s.get("build", 0.0)
         assert spent < case.timeout_s + 30, f"the hang took {spent:.0f} s (limit {case.timeout_s} s)"
@@ -313,15 +334,17 @@ def test_gpu_still_serves_after_faults(cache_dir, tmp_path):
     usable: the next evaluation on it is unaffected."""
     honest = BY_ID["honest_plain_ext"]
     for fault_id in ("cat13_illegal_memory", "cat13_oom"):
-        bad = _run(BY_ID[fault_id], "strict", "cuda", cache_dir, tmp_path / fault_id)
-        assert bad.reward == -1, _explain(bad)
+        fault = BY_ID[fault_id]
+        t0 = time.monotonic()
+        bad = _run(fault, "strict", "cuda", cache_dir, tmp_path / fault_id)
+        _assert_verdict(fault, dict(fault.expects)["strict"], bad, time.monotonic() - t0)
         good = _run(honest, "strict", "cuda", cache_dir, tmp_path / f"after_{fault_id}")
         _assert_honest(good)
 
 
 # --- the suite itself ------------------------------------------------------------------------------
 
-def test_suite_metadata():
+def test_every_case_has_valid_metadata_and_every_category_has_its_cases():
     problems = [p for c in CASES for p in c.problems]
     assert not problems, "\n".join(problems)
     cheats = [c for c in CASES if not c.honest]
@@ -351,7 +374,7 @@ def test_suite_metadata():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_cases_render_to_python(device):
+def test_every_case_renders_to_python_that_defines_what_it_uses(device):
     """Every case, with its placeholders replaced, is valid Python, and a case uses `ext` or
     `ADV_DEVICE` only when it asks for the block that defines them."""
     for kernel in ("cpu", "cuda"):
@@ -361,15 +384,21 @@ def test_cases_render_to_python(device):
     for case in CASES:
         raw = case.path.read_text()
         src = case.render(device)
-        tree = ast.parse(src, filename=str(case.path))
         assert not [ln for ln in src.splitlines() if ln.strip() in _PLACEHOLDER], case.id
+        if case.fault == UNPARSABLE:  # valid Python up to its `class ModelNew` line, and not beyond
+            assert not _parses(src), f"{case.id}: a syntax-error case must not parse"
+            head = src[: src.index("class ModelNew")]
+            assert ast.get_docstring(ast.parse(head)), f"{case.id}: starts with a docstring"
+            continue
+        tree = ast.parse(src, filename=str(case.path))
         assert ast.get_docstring(tree), f"{case.id}: starts with a docstring"
         names = {n.id for n in ast.walk(ast.parse(raw)) if isinstance(n, ast.Name)}
         if "ext" in names:
             assert "#@KERNEL" in raw, f"{case.id}: uses ext without #@KERNEL"
         if "ADV_DEVICE" in names:
             assert "#@KERNEL" in raw or "#@DEVICE" in raw, f"{case.id}: uses ADV_DEVICE without a placeholder"
-        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body), case.id
+        defines = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+        assert defines is (case.fault != NO_MODEL_NEW), case.id
 
 
 # --- nothing left behind ---------------------------------------------------------------------------

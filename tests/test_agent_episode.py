@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import sandbox as sb_mod
+from conftest import sandbox_unavailable
 from cuda_agent.agent.llm import ChatClient
 from cuda_agent.agent.loop import EpisodeConfig, run_episode
 from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
@@ -21,7 +21,7 @@ from cuda_agent.evaluate import EvalConfig
 from cuda_agent.examples import get_example
 from cuda_agent.tasks import load_task
 
-pytestmark = pytest.mark.skipif(sb_mod._probe() is not None, reason="no user namespaces for the sandbox here")
+pytestmark = pytest.mark.skipif(sandbox_unavailable() is not None, reason="no user namespaces for the sandbox here")
 
 EX = get_example("elementwise")
 SOLUTION = {rel: (EX.candidate_path("cpu", "workspace") / rel).read_text()
@@ -53,7 +53,7 @@ def _script() -> list[ScriptStep]:
     ]
 
 
-def test_scripted_episode_on_cpu(tmp_path, monkeypatch):
+def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
     task = load_task(EX.task)
     cfg = EpisodeConfig(device="cpu", max_turns=20,

@@ -4,6 +4,7 @@ unsandboxed unless asked."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -12,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import sandbox as sb_mod
+from conftest import sandbox_unavailable
 from cuda_agent.agent.sandbox import OUTPUT_LIMIT, Sandbox, SandboxUnavailable
 
-NAMESPACES = sb_mod._probe() is None
-needs_ns = pytest.mark.skipif(not NAMESPACES, reason=f"no user namespaces here: {sb_mod._probe()}")
+needs_ns = pytest.mark.skipif(sandbox_unavailable() is not None, reason=f"no user namespaces here: {sandbox_unavailable()}")
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_isolation_is_reported(box):
 
 
 @needs_ns
-def test_writes_only_in_the_workspace_and_a_private_tmp(box, tmp_path):
+def test_commands_write_only_in_the_workspace_and_a_private_tmp(box, tmp_path):
     # /etc is read-only; the test's own folder is under the host's /tmp, which the sandbox replaces
     r = box.run(f"echo hi > made.txt && cat made.txt && echo x > /etc/cuda-agent-evil; "
                 f"mkdir -p {tmp_path} && echo x > {tmp_path}/outside.txt; echo y > /tmp/private.txt && cat /tmp/private.txt")
@@ -51,7 +51,7 @@ def test_writes_only_in_the_workspace_and_a_private_tmp(box, tmp_path):
 
 
 @needs_ns
-def test_no_network(box):
+def test_commands_have_no_network(box):
     r = box.run("python3 -c \"import socket; s = socket.socket(); s.settimeout(5); "
                 "s.connect(('1.1.1.1', 443))\"", timeout_s=30)
     assert r.exit_code != 0 and "unreachable" in r.output.lower()
@@ -79,7 +79,7 @@ def test_environment_is_scrubbed(tmp_path, monkeypatch):
 
 
 @needs_ns
-def test_background_shells(box):
+def test_background_shells_report_only_new_output_and_can_be_killed(box):
     sid = box.start("for i in 1 2 3; do echo tick $i; sleep 0.4; done")
     time.sleep(0.6)
     status, out = box.output(sid)
@@ -100,10 +100,13 @@ def test_huge_output_is_clipped(box):
     assert r.truncated and len(r.output) < OUTPUT_LIMIT + 200 and "characters dropped" in r.output
 
 
-def test_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
-    monkeypatch.setattr(sb_mod, "_probe", lambda: "user namespaces are not allowed here: test")
+def test_the_sandbox_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
+    # a machine without util-linux's `unshare`: no namespaces (a PATH holding only bash)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "bash").symlink_to(shutil.which("bash"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     (tmp_path / "ws").mkdir()
-    with pytest.raises(SandboxUnavailable, match="allow_unsandboxed"):
+    with pytest.raises(SandboxUnavailable, match="`unshare`.*allow_unsandboxed"):
         Sandbox(tmp_path / "ws")
     with Sandbox(tmp_path / "ws", allow_unsandboxed=True) as box:
         assert box.isolation["level"] == "none" and box.isolation["network"] == "host"

@@ -54,7 +54,7 @@ def test_paths_stay_inside_the_workspace(ws, tmp_path):
     assert "outside" not in ws.call("Grep", {"pattern": "outside", "output_mode": "content"})
 
 
-def test_write_edit_multiedit(ws):
+def test_write_and_edits_change_files_and_a_failed_edit_changes_nothing(ws):
     assert ws.call("Write", {"file_path": "kernels/new/add.cu", "content": "a\nb\n"}).startswith("Created")
     assert (ws.root / "kernels" / "new" / "add.cu").read_text() == "a\nb\n"
     assert ws.call("Edit", {"file_path": "kernels/relu.cu", "old_string": "x[0] = 0;",
@@ -91,7 +91,7 @@ def test_bad_arguments_come_back_as_results(ws):
         ws.call("Teleport", {})
 
 
-def test_glob_and_grep(ws):
+def test_glob_and_grep_find_workspace_files_and_lines(ws):
     assert ws.call("Glob", {"pattern": "**/*.cu"}) == "kernels/relu.cu"
     assert ws.call("Glob", {"pattern": "*.cu", "path": "kernels"}) == "kernels/relu.cu"
     assert ws.call("Glob", {"pattern": "*.h"}) == "No files found"

@@ -36,7 +36,7 @@ def test_key_covers_device_and_software_not_host():
     assert baseline_key(DEVICE, 8, True, "tf32") != base  # EvalConfig.touch is part of the protocol
 
 
-def test_cache_round_trip_and_tampering(tmp_path):
+def test_the_cache_returns_what_was_put_and_ignores_tampered_entries(tmp_path):
     cache = BaselineCache(tmp_path)
     assert cache.get("task", "k") is None
     path = cache.put("task", "k", _entry(2.5))
@@ -130,14 +130,19 @@ def test_cached_baselines_set_the_candidates_batch_size(tmp_path, kept_however_n
     entry = store.get(task.source, key)
     entry.calls_per_batch = 3
     store.put(task.source, key, entry)
-    second = evaluate(task, load_candidate(cand), _cfg(cache))
+    # every timed call checked: the calls the candidate answered show the batches it was timed in
+    # (a warm-up batch and one per sample), not just the size the result reports
+    every = dict(timed_check_fraction=1.0)
+    second = evaluate(task, load_candidate(cand), _cfg(cache, **every))
     assert second.correct, second.reasons
     assert second.timing_check["baselines"]["source"] == "cached"
     assert second.timing_check["calls_per_batch"] == 3
+    assert second.timing_check["timed_calls_checked"] == 3 * (second.times_ms["candidate"].n + 1)
     # another most-calls setting is another entry
-    third = evaluate(task, load_candidate(cand), _cfg(cache, batch_calls=2))
+    third = evaluate(task, load_candidate(cand), _cfg(cache, batch_calls=2, **every))
     assert third.timing_check["baselines"]["source"] == "measured"
     assert third.timing_check["calls_per_batch"] == 2
+    assert third.timing_check["timed_calls_checked"] == 2 * (third.times_ms["candidate"].n + 1)
 
 
 NOISY_TASK = """

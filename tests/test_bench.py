@@ -26,7 +26,7 @@ TASK = (DATA / "relu_bias_task.py").read_text()
 RIGHT = (DATA / "relu_bias_model_new.py").read_text()
 
 
-def test_metrics_arithmetic():
+def test_metrics_give_pass_rates_faster_rates_geomeans_and_fast_p_per_level():
     outs = [Outcome("A", 1, True, 2.0, 1.5), Outcome("B", 1, True, 0.5, None), Outcome("C", 1, False),
             Outcome("D", 2, True, 1.04, 0.8), Outcome("E", 2, True, 4.0, 2.0)]
     m = metrics(outs)
@@ -50,7 +50,7 @@ def test_metrics_arithmetic():
     assert metrics([])["overall"]["tasks"] == 0
 
 
-def test_best_of_samples_per_baseline():
+def test_the_best_of_a_tasks_samples_takes_each_baselines_best_correct_speedup():
     best = best_of([Outcome("t", 1, True, 1.2, None), Outcome("t", 1, False, 5.0, 5.0),
                     Outcome("t", 1, True, 0.9, 1.3)])
     assert best.correct and best.speedup_eager == 1.2 and best.speedup_compile == 1.3  # failed sample ignored
@@ -64,7 +64,7 @@ def _kernelbench(root: Path) -> Path:
     return root
 
 
-def test_solutions_in_both_layouts(tmp_path):
+def test_solutions_are_matched_in_both_layouts_and_the_rest_is_unmatched(tmp_path):
     tasks = load_kernelbench(_kernelbench(tmp_path / "kb"))
     sols = tmp_path / "sols"
     (sols / "level1").mkdir(parents=True)
@@ -184,13 +184,13 @@ def test_bench_resumes_after_a_kill_and_reports(tmp_path):
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
 
 
-def test_bench_with_the_agent_writing_the_solutions(tmp_path):
+def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path):
     """`bench --agent`: one episode per task, two at a time, against a scripted OpenAI-compatible
     server; each episode's final evaluation is the task's verdict; a second run has nothing to do."""
-    from cuda_agent.agent import sandbox as sb_mod
+    from conftest import sandbox_unavailable
     from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
 
-    if sb_mod._probe() is not None:
+    if sandbox_unavailable() is not None:
         pytest.skip("no user namespaces for the agent's sandbox here")
     (tmp_path / "kb" / "level1").mkdir(parents=True)
     (tmp_path / "kb" / "level1" / "1_ReluBias.py").write_text(TASK)

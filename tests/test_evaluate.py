@@ -1,8 +1,10 @@
 """End-to-end tests of the evaluator on the CPU backend: real worker processes, real verdicts.
 
 Candidates here are small Python ModelNew classes (no compilation), so these tests are about the
-pipeline: the trust boundary, the comparison, faults and the result contract. Compiled candidates
-are covered by test_examples.py and test_workspace.py.
+pipeline: the result contract, seeds, batching, the comparison's units, files and processes left
+behind, the command line. Cheating and faulty candidates (wrong answers, exceptions, crashes, hangs,
+floods) are cases of the adversarial suite (test_adversarial.py), one file each with its expected
+verdict. Compiled candidates are covered by test_examples.py and test_workspace.py.
 """
 
 import json
@@ -16,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, EvalResult, evaluate, load_candidate, milestone_reward
-from cuda_agent.evaluate.baselines import BaselineCache
 from cuda_agent.evaluate.result import TimeStats
 from cuda_agent.tasks import load_task
 
@@ -32,18 +33,6 @@ CORRECT = HEADER + textwrap.dedent("""
 
         def forward(self, x):
             return (x + self.bias).clamp_min(0)
-    """)
-
-
-def returning(expr: str, prelude: str = "") -> str:
-    """A ModelNew like the correct one whose forward returns `expr` (x is the input)."""
-    return prelude + textwrap.dedent(f"""
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            return {expr}
     """)
 
 
@@ -82,11 +71,11 @@ def codes(res: EvalResult) -> list[str]:
     (True, 1.2, 1.06, 3),
     (True, 0.9, 1.5, 1),       # beating compile alone earns nothing extra
 ])
-def test_milestone_reward(correct, se, sc, want):
+def test_the_reward_is_a_milestone_of_correctness_and_speedups(correct, se, sc, want):
     assert milestone_reward(correct, se, sc) == want
 
 
-def test_time_stats():
+def test_time_stats_give_the_median_range_count_and_interquartile_range():
     st = TimeStats.of([4.0, 1.0, 3.0, 2.0, 100.0])
     assert st.median == 3.0 and st.min == 1.0 and st.max == 100.0 and st.n == 5
     assert st.iqr == pytest.approx(2.0)
@@ -115,7 +104,7 @@ def test_batch_size_fits_the_memory_budget():
     assert batch_size(1024, 1024, 40.0, 8, 1 << 30) == 1  # long calls: one per command
 
 
-def test_compare_rules():
+def test_the_comparison_rejects_each_kind_of_wrong_output_with_its_code():
     import torch
 
     from cuda_agent.evaluate.compare import compare
@@ -139,7 +128,7 @@ def test_compare_rules():
     assert compare(ints, ints + (ints == 3), **kw).code is Code.OUTPUT_MISMATCH
 
 
-def test_compare_in_chunks(monkeypatch):
+def test_a_comparison_in_chunks_finds_the_one_bad_element_and_leaves_the_reference_alone(monkeypatch):
     import torch
 
     from cuda_agent.evaluate import compare as cmp
@@ -162,8 +151,10 @@ def test_compare_in_chunks(monkeypatch):
 # --- end to end ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_correct_candidate(tmp_path, cache_dir, device):
-    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device)
+def test_a_correct_candidate_passes_with_a_reward_of_at_least_1(tmp_path, cache_dir, device):
+    # baselines measured by this evaluation, not read from the session's cache (whose entries fix
+    # the batch size: test_cached_baselines_set_the_candidates_batch_size)
+    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device, baseline_cache=False)
     assert res.device["type"] == device
     assert res.compiled and res.correct, res.reasons
     assert res.reward >= 1
@@ -172,16 +163,13 @@ def test_correct_candidate(tmp_path, cache_dir, device):
     assert len(set(res.seeds["all"])) == len(res.seeds["all"])
     assert all(t["passed"] for t in res.trials) and len(res.trials) == 7
     assert res.times_ms["eager"].n >= 5 and res.times_ms["candidate"].n >= 5
-    # 64x256 float32 in and out: every command is a batch of the most calls (8), unless an earlier
-    # evaluation of this session (the cache is shared) measured the baselines with a slower first
-    # call of the reference: cached baselines fix the batch (on an H200, 5 after the pool tests).
-    baselines = res.timing_check["baselines"]
-    if baselines["source"] == "cached":
-        entry = BaselineCache(cache_dir / "baselines").get(load_task(TASK).source, baselines["key"])
-        assert res.timing_check["calls_per_batch"] == entry.calls_per_batch
-    else:
-        assert res.timing_check["calls_per_batch"] == 8
-    assert 0 < res.timing_check["timed_calls_checked"] < 8 * res.times_ms["candidate"].n
+    # 64x256 float32 in and out, a reference call far under BATCH_MS on the CPU: every command is a
+    # batch of the most calls (8). On a GPU the first call of the reference, which sizes the batch,
+    # may be slow (a batch of 5 seen on an H200): at most 8 there.
+    assert res.timing_check["baselines"]["source"] == "measured"
+    batch = res.timing_check["calls_per_batch"]
+    assert batch == 8 if device == "cpu" else 1 <= batch <= 8
+    assert 0 < res.timing_check["timed_calls_checked"] < batch * (res.times_ms["candidate"].n + 1)
     assert res.speedup_eager == pytest.approx(res.times_ms["eager"].median / res.times_ms["candidate"].median,
                                               rel=1e-3)
     assert res.speedup_compile is None  # compile baseline off
@@ -203,7 +191,7 @@ def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
     assert res.correct and res.reward == 1
 
 
-def test_one_call_per_command(tmp_path, cache_dir):
+def test_with_one_call_per_command_every_timed_call_is_checked(tmp_path, cache_dir):
     """batch_calls=1: every trial and every timed call is its own command (the protocol of tasks
     too large for batches); every timed call checked."""
     cand = candidate(tmp_path, CORRECT[len(HEADER):])
@@ -211,70 +199,6 @@ def test_one_call_per_command(tmp_path, cache_dir):
     assert res.correct and res.reward >= 1, res.reasons
     assert res.timing_check["calls_per_batch"] == 1
     assert res.timing_check["timed_calls_checked"] == res.times_ms["candidate"].n + 1  # + the warm-up
-
-
-@pytest.mark.parametrize("body,code", [
-    # wrong value
-    (returning("(x + self.bias).clamp_min(0.05)"), "output_mismatch"),
-    # wrong shape
-    (returning("(x + self.bias).clamp_min(0)[:, :-1]"), "shape_mismatch"),
-    # wrong dtype
-    (returning("(x + self.bias).clamp_min(0).double()"), "dtype_mismatch"),
-    # a tuple where a tensor is expected
-    (returning("((x + self.bias).clamp_min(0),)"), "structure_mismatch"),
-    # writes into its input
-    (returning("x.add_(self.bias).clamp_min_(0)"), "input_modified"),
-    # correct only on the task's distribution (randn): breaks on scaled inputs
-    (returning("(x.clamp(-6, 6) + self.bias).clamp_min(0)"), "stress_mismatch"),
-    # an output subclass
-    (returning("(x + self.bias).clamp_min(0).as_subclass(Sneaky)",
-               "class Sneaky(torch.Tensor):\n    pass\n"), "not_plain_tensor"),
-    # an exception in forward
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             self.bias = nn.Parameter(torch.zeros(f))
-         def forward(self, x):
-             raise RuntimeError("kernel launch failed: too many resources requested")
-     """, "runtime_error"),
-    # no ModelNew
-    ("""
-     class Model(nn.Module):
-         pass
-     """, "no_model_new"),
-    # the constructor fails
-    ("""
-     class ModelNew(nn.Module):
-         def __init__(self, f):
-             super().__init__()
-             raise ValueError("bad init")
-     """, "init_error"),
-])
-@pytest.mark.parametrize("device", DEVICES)
-def test_wrong_candidates_fail_with_their_reason(tmp_path, cache_dir, body, code, device):
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timing=False)
-    assert not res.correct
-    assert res.reward == -1
-    assert codes(res)[0] == code, res.reasons
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_correct_except_during_timing(tmp_path, cache_dir, device):
-    # right for the first calls (the correctness trials), then wrong: caught on timed outputs
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-            self.calls = 0
-        def forward(self, x):
-            self.calls += 1
-            y = (x + self.bias).clamp_min(0)
-            return y if self.calls <= 7 else torch.zeros_like(y)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["timed_output_mismatch"] and res.reward == -1
 
 
 def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir):
@@ -296,63 +220,6 @@ def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(t
     skipped = [r for r in res.reasons if r.code is Code.TIMING_SKIPPED]
     assert len(skipped) == 1 and "candidate took 1.5" in skipped[0].message
     assert res.speedup_eager is None and res.times_ms.get("candidate") is None
-
-
-def test_syntax_error_is_not_compiled(tmp_path, cache_dir):
-    res = run(tmp_path, candidate(tmp_path, "class ModelNew(nn.Module:\n    pass\n"), cache_dir)
-    assert not res.compiled and codes(res) == ["load_error"]
-    assert "SyntaxError" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_exit_during_forward_is_an_early_exit_not_a_pass(tmp_path, cache_dir, device):
-    body = """
-    import os
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            print("correct: True  reward: 3  ALL TESTS PASSED", flush=True)
-            os._exit(0)
-    """
-    # no static rule for it: the harness sees the process end with status 0 in the middle of a command
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device)
-    assert codes(res) == ["early_exit"] and res.reward == -1
-    assert "exited with status 0" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_segfault_is_a_crash(tmp_path, cache_dir, device):
-    body = """
-    import ctypes
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            ctypes.string_at(0)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, policy="none")
-    assert codes(res) == ["crash"]
-    assert "SIGSEGV" in res.reasons[0].message
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_hang_ends_within_the_limit(tmp_path, cache_dir, device):
-    body = """
-    import time
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            time.sleep(3600)
-    """
-    t0 = time.monotonic()
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, device, timeout_s=8, policy="none")
-    assert time.monotonic() - t0 < 40
-    assert codes(res) == ["timeout"]
 
 
 def test_workers_end_when_their_harness_is_killed(tmp_path, cache_dir):
@@ -451,72 +318,13 @@ def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
     again.close()
 
 
-OOB_KERNEL = r"""
-from torch.utils.cpp_extension import load_inline
-ext = load_inline(name="cuda_agent_test_oob", cpp_sources="torch::Tensor oob(torch::Tensor x);",
-    cuda_sources=r'''
-#include <torch/types.h>
-__global__ void k(float* p) { p[(long)threadIdx.x * (1L << 36)] = 1.f; }
-torch::Tensor oob(torch::Tensor x) { auto y = torch::empty_like(x); k<<<1, 32>>>(y.data_ptr<float>()); return y; }
-''', functions=["oob"])
-
-class ModelNew(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(f))
-    def forward(self, x):
-        return ext.oob(x)
-"""
-
-
-@pytest.mark.gpu
-def test_illegal_address_then_the_gpu_still_serves(tmp_path, cache_dir):
-    bad = run(tmp_path, candidate(tmp_path, OOB_KERNEL, "oob.py"), cache_dir, "cuda", timing=False)
-    assert bad.compiled and not bad.correct
-    assert codes(bad)[0] in ("illegal_memory_access", "crash"), bad.reasons
-    good = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, "cuda")
-    assert good.correct and good.reward >= 1, good.reasons
-
-
-@pytest.mark.gpu
-def test_output_on_the_wrong_device(tmp_path, cache_dir):
-    body = CORRECT[len(HEADER):].replace("return (x + self.bias).clamp_min(0)",
-                                         "return (x + self.bias).clamp_min(0).cpu()")
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
-    assert codes(res) == ["device_mismatch"]
-
-
-@pytest.mark.gpu
-def test_out_of_memory_is_a_verdict(tmp_path, cache_dir):
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.bias = nn.Parameter(torch.zeros(f))
-        def forward(self, x):
-            hog = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)
-            return (x + self.bias).clamp_min(0)
-    """
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, "cuda", timing=False)
-    assert codes(res) == ["out_of_memory"]
-
-
-def test_output_flood_is_truncated(tmp_path, cache_dir):
-    body = 'import sys\nsys.stdout.write("x" * 5_000_000)\nsys.stdout.flush()\n' + CORRECT[len(HEADER):]
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
-    assert res.correct
-    out = res.candidate_output
-    assert out["bytes"] >= 5_000_000
-    assert len(out["stdout"]) < 20000
-    assert Code.OUTPUT_TRUNCATED in [r.code for r in res.reasons]
-
-
-def test_no_files_left_behind(tmp_path, cache_dir):
+def test_an_evaluation_leaves_no_files_behind_even_after_a_crash(tmp_path, cache_dir):
     work = tmp_path / "work"
     work.mkdir()
-    for body in (CORRECT[len(HEADER):], "import os\nos._exit(3)\n"):  # a verdict, and a crash
-        cand = candidate(tmp_path, body)
-        run(tmp_path, cand, cache_dir, work_dir=work, policy="none")
+    # a verdict, and a candidate process that dies while it loads
+    for body, failures in ((CORRECT[len(HEADER):], []), ("import os\nos._exit(3)\n", ["crash"])):
+        res = run(tmp_path, candidate(tmp_path, body), cache_dir, work_dir=work, policy="none")
+        assert codes(res) == failures, res.reasons
         assert list(work.iterdir()) == []
 
 
@@ -534,7 +342,7 @@ def test_stale_directories_of_killed_evaluations_are_swept(tmp_path, cache_dir):
     assert sorted(p.name for p in work.iterdir()) == [live.name]
 
 
-def test_no_processes_left_behind(tmp_path, cache_dir):
+def test_a_child_process_left_running_is_hidden_work_and_is_killed(tmp_path, cache_dir):
     import os
 
     pidfile = tmp_path / "child.pid"
@@ -551,7 +359,7 @@ def test_no_processes_left_behind(tmp_path, cache_dir):
     assert not alive
 
 
-def test_broken_task_is_an_infra_failure(tmp_path, cache_dir):
+def test_a_broken_task_is_an_infra_failure(tmp_path, cache_dir):
     task = tmp_path / "task.py"
     task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))
     cfg = EvalConfig(device="cpu", cache_dir=cache_dir, timing=False, policy="kernelbench")
@@ -582,7 +390,7 @@ def test_cli_json_is_one_object_even_when_the_candidate_prints(tmp_path, cache_d
     assert obj["device"]["type"] == "cpu" and obj["device"]["torch"]
 
 
-def test_cli_wrong_candidate_still_exits_0(tmp_path, cache_dir):
+def test_the_cli_exits_0_for_a_wrong_candidate(tmp_path, cache_dir):
     p = cli("eval", str(TASK), str(candidate(tmp_path, "x = 1\n")), "--device", "cpu", "--json",
             "--no-timing", "--cache-dir", str(cache_dir))
     assert p.returncode == 0
@@ -590,7 +398,7 @@ def test_cli_wrong_candidate_still_exits_0(tmp_path, cache_dir):
     assert obj["reward"] == -1 and obj["reasons"][0]["code"] == "no_model_new"
 
 
-def test_cli_usage_errors_exit_2(tmp_path):
+def test_cli_usage_errors_exit_with_status_2(tmp_path):
     p = cli("eval", str(tmp_path / "missing.py"), str(TASK), "--device", "cpu")
     assert p.returncode == 2 and "does not exist" in p.stderr
     p = cli("eval", str(TASK), str(tmp_path), "--device", "cpu")
@@ -601,14 +409,14 @@ def test_cli_usage_errors_exit_2(tmp_path):
     assert p.returncode == 2 and "seeds" in p.stderr
 
 
-def test_cli_readable_summary(tmp_path, cache_dir):
+def test_the_cli_prints_a_readable_summary_without_json(tmp_path, cache_dir):
     p = cli("eval", str(TASK), str(candidate(tmp_path, CORRECT[len(HEADER):])), "--device", "cpu",
             "--no-compile-baseline", "--policy", "kernelbench", "--cache-dir", str(cache_dir))
     assert p.returncode == 0, p.stderr
     assert "reward:" in p.stdout and "eager" in p.stdout and "candidate" in p.stdout
 
 
-def test_import_is_cheap():
+def test_importing_the_package_and_the_cli_loads_no_heavy_module():
     code = "import sys, cuda_agent, cuda_agent.cli, cuda_agent.evaluate.evaluation; " \
            "print(sorted(m for m in ('torch','numpy','openai','rich') if m in sys.modules))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -56,7 +56,7 @@ def test_map_keeps_order_and_uses_warm_workers(tmp_path):
     assert warm, [r.phases_s for r in results]
 
 
-def test_submit_and_asyncio(tmp_path):
+def test_submit_and_aevaluate_give_verdicts_and_a_closed_evaluator_refuses_work(tmp_path):
     task, c = load_task(TASK), _cands(tmp_path)
     with Evaluator(_cfg(tmp_path, timing=False), jobs=2, warm=0) as ev:
         fut = ev.submit(task, c["right"])
@@ -273,7 +273,7 @@ def _hold(lock: DeviceLock, exclusive: bool) -> tuple[threading.Event, threading
     return held, release, t
 
 
-def test_device_lock_timing_alone_other_work_shared(tmp_path):
+def test_the_device_lock_gives_timing_the_device_alone_and_shares_it_for_other_work(tmp_path):
     lock = DeviceLock.of(tmp_path, "cuda", "0")
     # timing excludes everything else on the device
     held, release, t = _hold(lock, exclusive=True)
@@ -326,7 +326,7 @@ def test_device_lock_timing_is_not_starved_by_other_work(tmp_path):
         t.join()
 
 
-def test_ray_evaluator_on_a_local_cluster(tmp_path):
+def test_the_ray_evaluator_on_a_local_cluster_gives_the_local_verdicts(tmp_path):
     """The Ray backend on a local one-node cluster on the CPU: the same verdicts as locally."""
     ray = pytest.importorskip("ray")
     from cuda_agent.evaluate.ray_pool import RayEvaluator

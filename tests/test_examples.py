@@ -61,7 +61,7 @@ def test_example_declares_exactly_its_candidates(name):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_task_loads(name):
+def test_each_examples_task_loads(name):
     task = load_task(get_example(name).task)
     assert "class Model" in task.source
 
@@ -104,7 +104,7 @@ def test_example_folders_are_data_not_packages():
     assert not stray
 
 
-def test_get_example_unknown_lists_the_names():
+def test_an_unknown_example_is_a_usage_error_listing_the_names():
     with pytest.raises(UsageError) as info:
         get_example("no_such_example")
     for name in EXPECTED:
@@ -131,7 +131,7 @@ def _explain(res) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,form", CPU_JOBS)
-def test_cpu_candidate_is_correct(name, form, cache_dir):
+def test_each_cpu_candidate_passes_with_a_speedup(name, form, cache_dir):
     ex = get_example(name)
     res = evaluate(load_task(ex.task), load_candidate(ex.candidates("cpu")[form]), _cpu_config(cache_dir))
     assert res.correct, _explain(res)
@@ -142,7 +142,7 @@ def test_cpu_candidate_is_correct(name, form, cache_dir):
 
 
 @pytest.mark.slow
-def test_cpu_candidate_with_compile_baseline(cache_dir):
+def test_a_cpu_candidate_is_timed_against_the_compile_baseline(cache_dir):
     ex = get_example("fused_bias_chain")
     res = evaluate(load_task(ex.task), load_candidate(ex.candidates("cpu")["workspace"]),
                    _cpu_config(cache_dir, compile_baseline=True, timing_budget_s=0.3))
@@ -153,30 +153,11 @@ def test_cpu_candidate_with_compile_baseline(cache_dir):
         assert res.times_ms["compile"].median > 0
 
 
-@pytest.mark.slow
-def test_cpu_wrong_candidate_is_an_output_mismatch(tmp_path, cache_dir):
-    """The elementwise single file with sigmoid's 1 turned into 2 computes x / (2 + e^-x)."""
-    src = get_example("elementwise").candidates("cpu")["single"].read_text()
-    right = "x[i] / (1.0f + exp_approx(-x[i]))"
-    assert src.count(right) == 1
-    wrong = src.replace(right, "x[i] / (2.0f + exp_approx(-x[i]))")
-    wrong = wrong.replace('name="cuda_agent_ex_swish_cpu"', 'name="cuda_agent_ex_swish_cpu_wrong"')
-    assert "cuda_agent_ex_swish_cpu_wrong" in wrong
-    cand = tmp_path / "wrong_swish.py"
-    cand.write_text(wrong)
-    ex = get_example("elementwise")
-    res = evaluate(load_task(ex.task), load_candidate(cand), _cpu_config(cache_dir))
-    assert res.compiled, _explain(res)
-    assert res.correct is False
-    assert res.reward == -1
-    assert [r.code for r in res.failures] == [Code.OUTPUT_MISMATCH], _explain(res)
-
-
 # --- CUDA candidates (GPU machines only) -----------------------------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,form", CUDA_JOBS)
-def test_cuda_candidate_is_correct(name, form, cache_dir):
+def test_each_cuda_candidate_passes(name, form, cache_dir):
     ex = get_example(name)
     cfg = EvalConfig(device="cuda", cache_dir=cache_dir, compile_baseline=False, timing_budget_s=0.5)
     res = evaluate(load_task(ex.task), load_candidate(ex.candidates("cuda")[form]), cfg)

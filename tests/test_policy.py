@@ -74,13 +74,13 @@ def forward(expr_lines: str, prelude: str = "") -> str:
     (forward("return x", prelude="import subprocess\nsubprocess.run(['true'], start_new_session=False)\n"),
      None, None),
 ])
-def test_python_rules(body, strict, kernelbench):
+def test_each_python_pattern_gets_its_code_under_each_profile(body, strict, kernelbench):
     assert (py(body, "strict")[:1] or [None])[0] == strict
     assert (py(body, "kernelbench")[:1] or [None])[0] == kernelbench
     assert py(body, "none") == []
 
 
-def test_violation_names_file_line_and_rule():
+def test_a_violation_names_its_file_line_and_rule():
     src = forward("return F.gelu(x)")
     (v,) = check_python(src, "model_new.py", "strict")
     assert (v.file, v.line, v.rule) == ("model_new.py", 6, "strict_forward")
@@ -160,7 +160,7 @@ def test_torch_outside_forward_is_allowed_in_strict():
        return c;
      }""", None, None),
 ])
-def test_cpp_rules(src, strict, kernelbench):
+def test_each_cpp_pattern_gets_its_code_under_each_profile(src, strict, kernelbench):
     def first(profile):
         out = check_cpp(textwrap.dedent(src), "kernels/k.cu", profile)
         return out[0].code.value if out else None
@@ -195,6 +195,6 @@ def test_bundled_examples_pass_strict(name):
             assert check(load_candidate(path), "strict") == [], (name, device, form)
 
 
-def test_unknown_profile():
+def test_an_unknown_profile_is_a_value_error():
     with pytest.raises(ValueError, match="policy='lenient'"):
         check(Candidate(origin="x", kind="file", model_new=""), "lenient")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuda_agent.agent import sandbox as sb_mod
+from conftest import sandbox_unavailable
 from cuda_agent.agent.llm import ChatClient
 from cuda_agent.agent.loop import EpisodeConfig, run_episode
 from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data"
 TASK = DATA / "relu_bias_task.py"
 RIGHT = (DATA / "relu_bias_model_new.py").read_text()
 WRONG = RIGHT.replace("torch.relu(x + self.bias)", "torch.relu(x - self.bias)")
-needs_sandbox = pytest.mark.skipif(sb_mod._probe() is not None, reason="no user namespaces for the sandbox here")
+needs_sandbox = pytest.mark.skipif(sandbox_unavailable() is not None, reason="no user namespaces for the sandbox here")
 
 
 # --- redundant loops ---------------------------------------------------------------------------------

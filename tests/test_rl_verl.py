@@ -16,7 +16,7 @@ pytest.importorskip("verl.experimental.agent_loop.tool_agent_loop")
 
 from omegaconf import OmegaConf  # noqa: E402  (verl's dependency)
 
-from cuda_agent.agent import sandbox as sb_mod  # noqa: E402
+from conftest import sandbox_unavailable  # noqa: E402
 from cuda_agent.rl import reward as reward_mod  # noqa: E402
 from cuda_agent.rl.data import prompt_rows  # noqa: E402
 from cuda_agent.rl.rft import RFTFilter  # noqa: E402
@@ -99,7 +99,7 @@ def _loop(tokenizer, server, tmp_path, **kw):
         trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tokenizer, processor=None,
         dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), tools=ToolListWrap([]),
         device="cpu", work_dir=str(tmp_path / "work"), trajectory_dir=str(tmp_path / "trajectories"),
-        unsandboxed=sb_mod._probe() is not None,
+        unsandboxed=sandbox_unavailable() is not None,
         eval_config={"device": "cpu", "cache_dir": str(tmp_path / "cache"), "policy": "kernelbench",
                      "timing": False})
 

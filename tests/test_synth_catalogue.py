@@ -58,7 +58,7 @@ def _run(source: str, expected: tuple[int, ...]) -> bool:
     return not torch.equal(out[0], changed[0])
 
 
-def test_catalogue_size_and_names():
+def test_the_catalogue_holds_150_ops_named_after_their_source():
     assert len(CATALOGUE) >= 150
     for name, op in CATALOGUE.items():
         assert op.name == name
@@ -71,7 +71,7 @@ def test_catalogue_size_and_names():
     assert ops() == sorted(CATALOGUE.values(), key=lambda o: o.name)
 
 
-def test_torch_names_resolve():
+def test_every_catalogued_torch_name_resolves_in_the_installed_torch():
     """Every catalogued torch / torch.nn / F / Tensor name exists in the installed torch."""
     import importlib
 
@@ -145,7 +145,7 @@ def _chain(seed: int, max_elems: int = 1 << 16):
     return shape, chain
 
 
-def test_random_chains_run():
+def test_random_chains_run_with_their_promised_shapes():
     """40 seeded chains of 2-5 ops, each next op sampled among those accepting the running shape, render
     and run with the promised shape, finite and deterministic. Saturation can make a chain's output
     constant (a filter's job to drop), so input dependence is required of most chains, not all."""
@@ -157,7 +157,7 @@ def test_random_chains_run():
     assert dependent >= 36
 
 
-def test_render_layout_and_names():
+def test_a_rendered_chain_numbers_its_layers_and_extra_inputs():
     conv = CATALOGUE["torch.nn.Conv2d"]
     add = CATALOGUE["torch.addcmul"]
     rng = random.Random(0)
@@ -175,7 +175,7 @@ def test_render_layout_and_names():
     validate_task_source(src, "<synth>")
 
 
-def test_defs_deduplicated_and_math_imported():
+def test_rendered_helper_classes_appear_once_with_math_imported():
     mlp = CATALOGUE["transformers.models.gpt2.modeling_gpt2.GPT2MLP"]
     gelu = CATALOGUE["transformers.activations.NewGELUActivation"]
     a = mlp.make(random.Random(0), (2, 16, 64))
@@ -188,7 +188,7 @@ def test_defs_deduplicated_and_math_imported():
     assert _run(src, b.out_shape)
 
 
-def test_set_batch():
+def test_set_batch_rewrites_the_one_batch_size_line():
     inst = CATALOGUE["torch.nn.ReLU"].make(random.Random(0), (16, 32))
     src = render([inst], (16, 32))
     assert "batch_size = 16" in src

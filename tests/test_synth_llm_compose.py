@@ -92,7 +92,7 @@ def test_operators_depend_on_seed_and_attempt_only():
     assert server.requests[0]["messages"] == server.requests[2]["messages"]
 
 
-def test_reply_without_code_is_no_code():
+def test_a_reply_without_code_is_no_code():
     steps = [ScriptStep(content="I would fuse a Linear with a tanh, sized for the GPU."),
              ScriptStep(content="```bash\npip install torch\n```")]
     with ScriptedServer(steps) as server:
@@ -125,7 +125,7 @@ def test_without_one_batch_size_line_the_draft_is_not_batch_scalable():
         assert isinstance(d, Draft) and d.batch_scalable is False
 
 
-def test_failed_request_is_llm_error():
+def test_a_failed_request_is_an_llm_error():
     with ScriptedServer([ScriptStep(status=500)]) as server:
         result = compose_llm(_client(server, max_retries=0), seed=4, attempt=0, pool=POOL)
     assert isinstance(result, LlmFailure) and result.reason == "llm_error"

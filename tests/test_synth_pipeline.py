@@ -109,7 +109,7 @@ def test_drafts_are_reproducible_and_the_mix_is_respected():
 
 
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="needs ../shared/kernelbench")
-def test_synth_run_end_to_end(tmp_path):
+def test_a_synth_run_accepts_n_decontaminated_tasks_that_load_and_run(tmp_path):
     out = tmp_path / "ds"
     cmd = [sys.executable, "-m", "cuda_agent", "synth", "--out", str(out), "--n", "24", "--device", "cpu",
            "--seed", "3", "--kernelbench", str(KERNELBENCH), "--json", "--window", "0.2,50"]

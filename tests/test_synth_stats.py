@@ -70,7 +70,7 @@ def full(tmp_path_factory) -> tuple[Path, str]:
     return path, path.read_text()
 
 
-def test_writes_markdown_and_valid_pngs(full):
+def test_stats_md_links_every_plot_as_a_valid_png(full):
     path, text = full
     assert path == path.parent / "stats.md" and path.exists()
     for name in PLOTS:
@@ -83,7 +83,7 @@ def test_writes_markdown_and_valid_pngs(full):
         assert not Path(link).is_absolute() and (path.parent / link).is_file()
 
 
-def test_summary_numbers(full):
+def test_the_summary_counts_acceptances_rates_and_wall_time(full):
     _, text = full
     assert text.startswith("# ")
     assert "| accepted | 12 of 20 requested |" in text
@@ -98,7 +98,7 @@ def test_summary_numbers(full):
     assert _table_rows(text, "Run") == ["| torch | 2.5.1 |", "| gpu | NVIDIA H200 |", "| kernelbench | - |"]
 
 
-def test_operator_tables(full):
+def test_operator_tables_count_tasks_per_family_and_uses_per_operator(full):
     _, text = full
     assert _table_rows(text, "Tasks by number of operators") == [
         "| 1 | 2 | 16.7% |", "| 2 | 3 | 25.0% |", "| 3 | 4 | 33.3% |", "| 4 | 2 | 16.7% |", "| 5 | 1 | 8.3% |"]
@@ -113,7 +113,7 @@ def test_operator_tables(full):
     assert "4 distinct operators, 33 uses" in text
 
 
-def test_time_and_similarity_tables(full):
+def test_time_and_similarity_tables_give_quantiles_and_the_closest_tasks(full):
     _, text = full
     times = _table_rows(text, "Run times")
     # eager 0.5 .. 6.0 in steps of 0.5: p10 = 0.5 + 0.1 * 11 * 0.5 = 1.05, median 3.25, p90 5.45
@@ -128,7 +128,7 @@ def test_time_and_similarity_tables(full):
     assert [r.split(" | ")[0] for r in closest] == [f"| s0000{i}_task" for i in (11, 10, "09", "08", "07")]
 
 
-def test_rejection_table(full):
+def test_the_rejection_table_counts_reasons_with_a_clipped_example(full):
     _, text = full
     rows = _table_rows(text, "Rejections by reason")
     assert [r.split(" | ")[:3] for r in rows] == [
@@ -139,7 +139,7 @@ def test_rejection_table(full):
     assert len(example) <= 101  # 100 characters, plus the escaping backslash
 
 
-def test_zero_rows(tmp_path, capsys):
+def test_with_no_task_accepted_only_rejections_are_plotted_and_old_plots_are_removed(tmp_path, capsys):
     meta = {**META, "attempts": 4, "wall_s": 0.0}
     rejections = [{"attempt": i, "reason": "compile_error", "message": "boom", "ops": [CONV]} for i in range(4)]
     # a previous run's plots in the folder are removed, not left beside a stats.md that no longer shows them
@@ -159,7 +159,7 @@ def test_zero_rows(tmp_path, capsys):
     assert _table_rows(text, "Rejections by reason") == ["| compile_error | 4 | 100.0% | boom |"]
 
 
-def test_nothing_at_all(tmp_path, capsys):
+def test_with_no_attempt_there_are_no_plots_and_no_run_table(tmp_path, capsys):
     meta = {"device": "cpu", "seed": 0, "n": 5, "window_ms": [0.1, 50], "similarity_threshold": 0.8,
             "composer": "offline", "attempts": 0, "wall_s": 0}
     text = write_stats(tmp_path, [], [], meta).read_text()
@@ -169,7 +169,7 @@ def test_nothing_at_all(tmp_path, capsys):
     assert _links(text) == [] and not list(tmp_path.glob("*.png"))
 
 
-def test_one_task_without_compile_time(tmp_path):
+def test_one_task_without_a_compile_time_says_none_was_recorded(tmp_path):
     row = {**_rows()[0], "compile_ms": None, "num_ops": 1}
     meta = {**META, "attempts": 1}
     text = write_stats(tmp_path, [row], [], meta).read_text()
@@ -180,13 +180,16 @@ def test_one_task_without_compile_time(tmp_path):
         assert (tmp_path / link).read_bytes()[:8] == PNG
 
 
-def test_short_names_and_quantile():
+def test_short_names_drop_module_paths_unless_two_names_would_share_a_label():
     assert [short_op(n) for n in (CONV, GELU, CUMSUM, RMS, "torch.Tensor.view", "torch.special.erf")] == [
         "Conv2d", "F.gelu", "torch.cumsum", "LlamaRMSNorm", "Tensor.view", "torch.special.erf"]
     # a short label shared by two names would be ambiguous in a plot: both keep their full names
     clash = short_names(["torch.nn.Foo", "transformers.models.x.Foo", CONV])
     assert clash == {"torch.nn.Foo": "torch.nn.Foo", "transformers.models.x.Foo": "transformers.models.x.Foo",
                      CONV: "Conv2d"}
+
+
+def test_quantile_interpolates_between_the_sorted_values():
     assert quantile([3.0, 1.0, 2.0, 4.0], 0.5) == 2.5
     assert quantile([5.0], 0.9) == 5.0
     assert quantile([0.0, 10.0], 0.1) == pytest.approx(1.0)

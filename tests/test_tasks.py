@@ -63,7 +63,7 @@ def _task_error(tmp_path: Path, text: str) -> TaskError:
 # ------------------------------------------------------------------ real KernelBench files
 
 
-def test_load_real_kernelbench_file():
+def test_a_real_kernelbench_file_loads_with_its_level_id_and_name():
     root = _needs_kernelbench()
     task = load_task(root / "level1" / "23_Softmax.py")
     assert isinstance(task, Task)
@@ -75,7 +75,7 @@ def test_load_real_kernelbench_file():
     assert len(task.sha256) == 64
 
 
-def test_load_kernelbench_real_levels():
+def test_kernelbench_loads_levels_1_to_3_in_order_and_leaves_level_4_out():
     root = _needs_kernelbench()
     tasks = load_kernelbench(root)
     by_level = {lv: [t for t in tasks if t.level == lv] for lv in (1, 2, 3, 4)}
@@ -96,7 +96,7 @@ def test_load_kernelbench_real_levels():
 # ------------------------------------------------------------------ layouts
 
 
-def test_load_kernelbench_checkout_root_layout(tmp_path):
+def test_kernelbench_loads_from_a_checkouts_root_or_its_kernelbench_folder(tmp_path):
     bench = tmp_path / "KernelBench"
     _write(bench / "level1" / "10_Foo.py", GOOD)
     _write(bench / "level1" / "2_Bar.py", GOOD)
@@ -117,7 +117,7 @@ def test_load_kernelbench_checkout_root_layout(tmp_path):
         load_kernelbench(tmp_path, levels=[3])
 
 
-def test_load_kernelbench_no_level_folder(tmp_path):
+def test_a_folder_without_level_folders_is_a_usage_error_naming_where_it_looked(tmp_path):
     with pytest.raises(UsageError) as info:
         load_kernelbench(tmp_path)
     msg = str(info.value)
@@ -125,7 +125,7 @@ def test_load_kernelbench_no_level_folder(tmp_path):
     assert str(tmp_path / "KernelBench") in msg
 
 
-def test_load_kernelbench_invalid_file_raises(tmp_path):
+def test_an_invalid_task_file_stops_kernelbench_loading_naming_the_file(tmp_path):
     _write(tmp_path / "level1" / "1_Ok.py", GOOD)
     bad = _write(tmp_path / "level1" / "2_Bad.py", "class Model:\n    pass\n")
     with pytest.raises(TaskError) as info:
@@ -134,7 +134,7 @@ def test_load_kernelbench_invalid_file_raises(tmp_path):
     assert info.value.line == 1
 
 
-def test_load_task_outside_layout_and_bad_paths(tmp_path):
+def test_a_task_outside_the_layout_loads_and_bad_paths_are_usage_errors(tmp_path):
     task = load_task(_write(tmp_path / "my_task.py", GOOD))
     assert task.name == "my_task" and task.level is None and task.problem_id is None
     assert task.id == "my_task"
@@ -148,7 +148,7 @@ def test_load_task_outside_layout_and_bad_paths(tmp_path):
 # ------------------------------------------------------------------ malformed tasks
 
 
-def test_syntax_error(tmp_path):
+def test_a_syntax_error_names_its_line(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -163,7 +163,7 @@ def test_syntax_error(tmp_path):
     assert ":3:" in str(err)
 
 
-def test_no_model(tmp_path):
+def test_a_task_without_model_says_what_a_task_defines(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -183,7 +183,7 @@ def test_no_model(tmp_path):
     assert "get_inputs()" in err.detail and "get_init_inputs()" in err.detail
 
 
-def test_no_forward(tmp_path):
+def test_a_model_without_forward_names_the_class_line(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -205,7 +205,7 @@ def test_no_forward(tmp_path):
     assert "no `forward` method" in err.detail
 
 
-def test_missing_get_inputs(tmp_path):
+def test_a_task_without_get_inputs_says_how_to_define_it(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -221,7 +221,7 @@ def test_missing_get_inputs(tmp_path):
     assert "`get_inputs()`" in err.detail and "def get_inputs():" in err.detail
 
 
-def test_missing_get_init_inputs(tmp_path):
+def test_a_task_without_get_init_inputs_says_how_to_define_it(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -237,7 +237,7 @@ def test_missing_get_init_inputs(tmp_path):
     assert "`get_init_inputs()`" in err.detail and "def get_init_inputs():" in err.detail
 
 
-def test_get_inputs_with_required_parameter(tmp_path):
+def test_get_inputs_with_a_required_parameter_is_refused(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -258,7 +258,7 @@ def test_get_inputs_with_required_parameter(tmp_path):
     assert "no arguments" in err.detail
 
 
-def test_forward_arity_mismatch(tmp_path):
+def test_get_inputs_with_too_few_items_for_forward_is_refused(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -282,7 +282,7 @@ def test_forward_arity_mismatch(tmp_path):
     assert "exactly 2" in err.detail
 
 
-def test_init_arity_mismatch(tmp_path):
+def test_get_init_inputs_with_too_many_items_for_init_is_refused(tmp_path):
     err = _task_error(
         tmp_path,
         """\
@@ -306,7 +306,7 @@ def test_init_arity_mismatch(tmp_path):
     assert "2 to 3" in err.detail
 
 
-def test_arity_accepts_defaults_varargs_and_non_literals(tmp_path):
+def test_the_arity_check_accepts_defaults_varargs_and_non_literals(tmp_path):
     source = textwrap.dedent(
         """\
         class Model:
@@ -335,9 +335,13 @@ def test_arity_accepts_defaults_varargs_and_non_literals(tmp_path):
         validate_task_source(source.replace("return [1, 2]", "return [1, 2, 3]"), "bad.py")
 
 
-def test_validator_never_executes_code():
-    source = GOOD + "\nraise SystemExit('executed!')\n"
-    validate_task_source(source, "x.py")  # parses, does not run
+def test_the_validator_never_executes_the_task(tmp_path):
+    marker = tmp_path / "executed"
+    run_me = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit('executed!')\n"
+    assert validate_task_source(run_me + GOOD, "x.py") is None  # parsed and accepted ...
+    with pytest.raises(TaskError, match="defines no class `Model`"):  # ... or parsed and refused
+        validate_task_source(run_me + GOOD.replace("class Model", "class Other"), "x.py")
+    assert not marker.exists()  # and never run
 
 
 # ------------------------------------------------------------------ local HF dataset copies
@@ -352,7 +356,7 @@ def _rows():
     ]
 
 
-def test_hf_local_parquet(tmp_path):
+def test_a_local_hf_parquet_loads_the_levels_asked_for(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     pytest.importorskip("datasets")
@@ -370,7 +374,7 @@ def test_hf_local_parquet(tmp_path):
     assert load_hf_kernelbench(str(file), levels=[3]) == []
 
 
-def test_hf_local_jsonl_and_folder(tmp_path):
+def test_a_local_hf_jsonl_file_or_folder_loads_as_tasks(tmp_path):
     pytest.importorskip("datasets")
     data = tmp_path / "data"
     data.mkdir()
@@ -389,7 +393,7 @@ def test_hf_local_jsonl_and_folder(tmp_path):
     ]
 
 
-def test_load_taskset_every_kind(tmp_path):
+def test_load_taskset_takes_every_kind_of_task_set(tmp_path):
     """TASKSET on the command line: the bundled examples, a KernelBench folder, one task file, and a
     dataset of ours (rows with `id` and `code`, no level)."""
     assert {t.name for t in load_taskset("examples")} >= {"elementwise", "row_softmax"}
@@ -408,7 +412,7 @@ def test_load_taskset_every_kind(tmp_path):
     assert all(t.level is None for t in tasks) and tasks[0].origin == f"{ours}#0"
 
 
-def test_hf_local_invalid_row_names_origin(tmp_path):
+def test_an_invalid_hf_row_is_named_by_its_file_and_row(tmp_path):
     pytest.importorskip("datasets")
     file = tmp_path / "kb.jsonl"
     rows = _rows()
@@ -420,7 +424,7 @@ def test_hf_local_invalid_row_names_origin(tmp_path):
     assert "forward" in info.value.detail
 
 
-def test_hf_missing_datasets_is_usage_error(tmp_path, monkeypatch):
+def test_hf_loading_without_datasets_is_a_usage_error_saying_what_to_install(tmp_path, monkeypatch):
     file = tmp_path / "kb.jsonl"
     file.write_text(json.dumps(_rows()[0]) + "\n")
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` raise ImportError
@@ -428,7 +432,7 @@ def test_hf_missing_datasets_is_usage_error(tmp_path, monkeypatch):
         load_hf_kernelbench(str(file))
 
 
-def test_hf_missing_local_file_is_usage_error(tmp_path):
+def test_a_missing_local_hf_file_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no such file"):
         load_hf_kernelbench(str(tmp_path / "absent.parquet"))
     with pytest.raises(UsageError, match="no such file"):
@@ -438,7 +442,7 @@ def test_hf_missing_local_file_is_usage_error(tmp_path):
 # ------------------------------------------------------------------ import hygiene
 
 
-def test_import_does_not_pull_torch_or_datasets():
+def test_importing_tasks_loads_neither_torch_nor_datasets():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH", "")]))
     code = (

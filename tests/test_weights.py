@@ -140,7 +140,7 @@ def test_stress_inputs_keep_zeros_signs_ranges_and_integers(variant):
 
 
 @pytest.mark.parametrize("variant", [0, 1])
-def test_stress_inputs_keep_probability_distributions_distributions(variant):
+def test_stress_inputs_keep_probability_distributions_summing_to_1(variant):
     # rows of a softmax (KernelBench's KL-divergence task) stay rows that sum to 1, flatter or
     # sharper; a kernel may rely on that (a real one drops terms whose target is below 1e-8, which
     # the unnormalised x^4 of its ~6e-5 entries all were)
@@ -187,7 +187,7 @@ def _task(tmp_path, name: str, source: str) -> Path:
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
-def test_an_honest_layernorm_passes_and_one_without_its_affine_fails(tmp_path, cache_dir):
+def test_an_honest_layernorm_passes_with_its_affine_redrawn_by_name(tmp_path, cache_dir):
     task = ADV / "tasks" / "layernorm.py"
     honest = _eval(tmp_path, cache_dir, task, """
         class ModelNew(nn.Module):
@@ -201,15 +201,7 @@ def test_an_honest_layernorm_passes_and_one_without_its_affine_fails(tmp_path, c
     assert honest.weights["rule"] == "redrawn" and honest.weights["matched_by"] == "name"
     assert honest.weights["redrawn"] == honest.weights["learned"] == 2
     assert honest.seeds["weights"] not in honest.seeds["all"]
-    cheat = _eval(tmp_path, cache_dir, task, """
-        class ModelNew(nn.Module):
-            def __init__(self, features):
-                super().__init__()
-                self.ln = nn.LayerNorm(features)
-            def forward(self, x):
-                return F.layer_norm(x, self.ln.normalized_shape, eps=self.ln.eps)
-        """, HEADER)
-    assert _codes(cheat) == ["output_mismatch"] and cheat.reward == -1
+    # one without its affine fails: cat10_default_init_layernorm in the adversarial suite
 
 
 def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(tmp_path, cache_dir):

@@ -370,7 +370,7 @@ def agent(ws: Path, env: dict[str, str], *cmd: str) -> subprocess.CompletedProce
 
 
 @pytest.mark.slow
-def test_agent_workflow_compile_verify_profile(tmp_path, cache):
+def test_the_agents_compile_verify_profile_workflow_judges_the_recorded_task(tmp_path, cache):
     task = make_task(tmp_path)
     ws = init_workspace(task, tmp_path / "ws", device="cpu", cache_dir=cache)
     (ws / "kernels" / "bias_relu.cpp").write_text(KERNEL)
