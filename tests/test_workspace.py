@@ -20,7 +20,7 @@ from cuda_agent.errors import UsageError
 from cuda_agent.tasks import Task, load_task
 from cuda_agent.workspace import (FIXED_FILES, TASK_ENV, init_workspace, record_dir, render_skill,
                                   starter_model_new, workspace_task)
-from cuda_agent.workspace.commands import _compiler_summary, main
+from cuda_agent.workspace.commands import compiler_summary, main
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"
@@ -273,7 +273,7 @@ def test_compiler_summary_puts_errors_first_with_workspace_paths():
         f"{build}binding_registry.h:21:7: warning: something harmless",
         "ninja: build stopped: subcommand failed.",
     ])
-    text = _compiler_summary(log)
+    text = compiler_summary(log)
     assert text.startswith("errors:\nkernels/k.cpp:7:5: error: 'oops' was not declared in this scope\n"
                            "    7 |     oops;\n")
     assert "/builds/" not in text and "-I/some/include" not in text and "ninja" not in text

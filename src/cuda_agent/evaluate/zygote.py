@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import IO
 
 from cuda_agent.evaluate.locks import proc_stat
@@ -60,7 +61,11 @@ def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: li
         from cuda_agent.evaluate.worker import serve
 
         serve.main(["spare", *flags])
+    except BaseException:  # noqa: BLE001 - into the worker's stderr, which the harness reads
+        traceback.print_exc()
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(1)  # never back into the zygote's loop
 
 

@@ -263,7 +263,7 @@ def _compile(candidate, device: str, as_json: bool) -> int:
             print(f"compile FAILED: the build did not finish within {cfg.build_timeout_s:.0f} s ({device}).")
         else:
             print(f"compile FAILED ({device}): {files}")
-        print(_compiler_summary(built.log))
+        print(compiler_summary(built.log))
         print(f"next: {HINTS['build_timeout' if built.timed_out else 'compile_error']}")
         return EXIT_FAILED
     if ops is None:
@@ -296,7 +296,7 @@ def _clean_log(log: str) -> list[str]:
     return lines
 
 
-def _compiler_summary(log: str) -> str:
+def compiler_summary(log: str) -> str:
     """The compiler's errors first (each with its source excerpt), then the tail of the log."""
     lines = _clean_log(log)
     errors: list[str] = []
@@ -347,7 +347,7 @@ def _device_name(res) -> str:
 def _failure_lines(res) -> list[str]:
     out: list[str] = []
     for r in res.failures:
-        out.append(f"[{r.code.value}] " + (_compiler_summary(r.message) if r.code.value == "compile_error"
+        out.append(f"[{r.code.value}] " + (compiler_summary(r.message) if r.code.value == "compile_error"
                                             else _clip(r.message.strip(), MESSAGE_LIMIT)))
     printed = res.candidate_output or {}
     text = ((printed.get("stdout") or "") + (printed.get("stderr") or "")).strip()

@@ -65,6 +65,7 @@ def become(chan: Channel) -> str:
     if role not in ROLES or not isinstance(args.get("env"), dict):
         chan.send({"ok": False, "code": Code.INFRA_ERROR.value, "message": "a spare needs `become` first",
                    "seq": msg.get("seq")})
+        sys.stderr.flush()
         os._exit(1)
     enter(args["cwd"], args["env"])
     chan.send({"ok": True, "seq": msg.get("seq")})
