@@ -282,6 +282,11 @@ class Importer:
         self._segments: dict[bytes, tuple[torch.Tensor, Any, int]] = {}  # handle: (bytes, ref, address)
         self._torch_opened = False
 
+    @property
+    def segment_bytes(self) -> list[int]:
+        """The size of each IPC segment mapped now, as the driver reports it (one per allocation)."""
+        return [seg[0].numel() for seg in self._segments.values()]
+
     def open_pinned(self, spec: dict[str, Any]) -> torch.Tensor:
         """`open`, kept mapped until `close(everything=True)`."""
         t = self.open(spec)
