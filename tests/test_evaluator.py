@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
 from cuda_agent.evaluate.pool import WarmPool
-from cuda_agent.evaluate.process import wait_teardowns
+from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.tasks import load_task
 
@@ -599,3 +599,17 @@ def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):
     want = memory.IN_COPIES * (4 << 30) + memory.OUT_COPIES * (1 << 30) + memory.CONTEXTS
     assert memory.need(tmp_path, source) == want
     assert memory.need(tmp_path, source + " ") == 0  # another task
+
+
+def test_a_spare_that_dies_before_taking_its_role_is_the_evaluators_failure(tmp_path):
+    """A spare runs no candidate code before `become`: its death (here a bad option; on a full GPU,
+    its CUDA context failing) is infra, which the Evaluator runs again alone, never the candidate's
+    crash."""
+    env = scrubbed_env({})
+    spare = Worker("spare", tmp_path, env, 4096, "--no-such-option")
+    with pytest.raises(WorkerFailure) as failed:
+        spare.become("candidate", tmp_path, env, 60)
+    assert failed.value.code is Code.INFRA_ERROR
+    assert "spare process exited with status 2 during `become`" in failed.value.message
+    assert "--no-such-option" in failed.value.message  # its stderr says why
+    spare.close()

@@ -188,8 +188,10 @@ class Worker:
         raise WorkerFailure(code, str(reply.get("message", ""))[:20000])
 
     def _fault(self, code: Code) -> Code:
-        """A hang or crash of the judge is the evaluator's failure, not the candidate's."""
-        if self.role == "judge":
+        """A hang or crash of the judge is the evaluator's failure, not the candidate's; so is one of
+        a spare, which has run no candidate code yet (its CUDA context could not be made on a full
+        GPU, say): infra, which an `Evaluator` runs again alone."""
+        if self.role in ("judge", "spare"):
             return Code.INFRA_ERROR
         if code is Code.CRASH and self.proc.poll() == 0:
             return Code.EARLY_EXIT  # exited "successfully" in the middle of a command
