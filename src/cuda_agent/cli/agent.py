@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
 from cuda_agent.cli.common import stdout_reserved
-from cuda_agent.cli.options import add_agent_options, add_eval_options, agent_setup, eval_config, positive
+from cuda_agent.cli.options import (add_agent_options, add_eval_options, add_service_option, agent_setup, eval_config,
+                                    positive, service_client)
 from cuda_agent.errors import CudaAgentError
 
 
@@ -22,8 +24,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     client, cfg = agent_setup(args, config)
     if (args.out / "trajectory.jsonl").exists():
         raise CudaAgentError(f"{args.out} already holds an episode (trajectory.jsonl); pass another --out")
-    with stdout_reserved(args.json):
-        ep = run_episode(load_task(args.task), args.out, client, cfg)
+    evaluator = service_client(args, config)  # the final verdict; the workspace commands find it themselves
+    with stdout_reserved(args.json), evaluator or contextlib.nullcontext():
+        ep = run_episode(load_task(args.task), args.out, client, cfg, evaluator=evaluator)
     summary = {"stop": ep.stop, "turns": ep.turns, "tokens": ep.tokens, "wall_s": round(ep.wall_s, 1),
                "eval_s": round(ep.eval_s, 1), "invalid_tool_calls": ep.invalid_tool_calls,
                "reward": ep.result.reward, "correct": ep.result.correct, "speedup_eager": ep.result.speedup_eager,
@@ -57,6 +60,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for the workspace, trajectory and result")
     add_agent_options(p, required=True)
     add_eval_options(p)
+    add_service_option(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("replay", help="show a trajectory as a readable transcript",

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 from cuda_agent.cli.common import console, progress_bar, stdout_reserved
-from cuda_agent.cli.options import (add_agent_options, add_eval_options, add_level_option, add_store_options,
-                                    agent_setup, eval_config, load_tasks, positive, store_path)
+from cuda_agent.cli.options import (add_agent_options, add_eval_options, add_level_option, add_service_option,
+                                    add_store_options, agent_setup, eval_config, load_tasks, positive,
+                                    service_client, store_path)
 from cuda_agent.errors import CudaAgentError
 
 
@@ -72,7 +73,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                 description=f"{sol.task.id} #{sol.sample}")
 
             shown = runner.Progress(start=start, advance=advance)
-            with Evaluator(config, jobs=args.jobs) as ev:
+            with service_client(args, config) or Evaluator(config, jobs=args.jobs) as ev:
                 if args.agent:
                     evaluated = runner.run_agent(store, name, tasks, client, episode_cfg, out / name / "episodes",
                                                  ev, episodes=args.episodes, progress=shown, rescore=args.rescore)
@@ -142,7 +143,8 @@ def add_parsers(sub) -> None:
                    "name with the same arguments resumes")
     p.add_argument("--rescore", action="store_true", help="evaluate every solution again with this evaluator")
     p.add_argument("--jobs", type=positive(int), default=None,
-                   help="evaluations at a time (default: 2 per GPU, 2 on the CPU backend)")
+                   help="evaluations at a time (default: 2 per GPU, 2 on the CPU backend; through the service: "
+                   "the service's --jobs)")
     add_store_options(p, "where the run store and the reports go")
     p.add_argument("--no-report", action="store_true", help="do not write the report")
     p.add_argument("--agent", action="store_true", help="the solutions are written by the agent: one episode "
@@ -150,6 +152,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--episodes", type=positive(int), default=4, help="agent episodes at a time (default 4)")
     add_agent_options(p, required=False)
     add_eval_options(p)
+    add_service_option(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("report", help="write the Markdown report of a run (or two, side by side)",

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.cli.common import console, fmt_ms, fmt_x, progress_bar, stdout_reserved
-from cuda_agent.cli.options import add_eval_options, add_level_option, eval_config, load_tasks
+from cuda_agent.cli.common import EXIT_USAGE, console, fmt_ms, fmt_x, print_error, progress_bar, stdout_reserved
+from cuda_agent.cli.options import (add_eval_options, add_level_option, add_service_option, eval_config, load_tasks,
+                                    positive, service_client)
 from cuda_agent.evaluate.config import DEVICES
 from cuda_agent.examples import FORMS
 from cuda_agent.workspace.commands import COMMANDS
@@ -47,12 +48,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = eval_config(args)
     task = load_task(args.task)
     candidate = load_candidate(args.candidate)
+    client = service_client(args, config)
     with stdout_reserved(args.json):
-        result = evaluate(task, candidate, config)
+        if client is None:
+            result = evaluate(task, candidate, config)
+        else:
+            with client:
+                result = client.evaluate(task, candidate, config)
     if args.json:
         print(json.dumps(result.to_json()))
     else:
         print_result(result)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluate import service
+    from cuda_agent.evaluate.config import EvalConfig
+
+    path = args.socket or service.socket_path()
+    if args.stop or args.status:
+        try:
+            if args.stop:
+                pid = service.stop(path)
+                print(json.dumps({"stopped": pid}) if args.json else f"stopped the service at {path} (pid {pid})")
+            else:
+                info = service.ping(path)
+                info.pop("ok", None)
+                print(json.dumps(info) if args.json else
+                      "\n".join(f"{k}: {v}" for k, v in info.items()))
+        except service.ServiceError as exc:
+            print_error("serve", exc)
+            return EXIT_USAGE if args.stop else 1
+        return 0
+    config = EvalConfig(device=args.device, **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
+    try:
+        service.serve(config, path, jobs=args.jobs, idle_exit_s=args.idle_exit)
+    except service.ServiceError as exc:
+        print_error("serve", exc)
+        return EXIT_USAGE
     return 0
 
 
@@ -172,7 +206,29 @@ def add_parsers(sub) -> None:
     p.add_argument("task", help="KernelBench-format task file (defines Model, get_inputs, get_init_inputs)")
     p.add_argument("candidate", help="a .py file defining ModelNew, or a workspace directory")
     add_eval_options(p)
+    add_service_option(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("serve", help="run the warm evaluation service (one per user)",
+                       description="Keep warm workers, the caches and the GPU locks in one process that "
+                       "eval, bench, the workspace commands, the agent and the RL reward use when it runs "
+                       "(their --service option). It listens on a Unix socket only its user can reach, and "
+                       "stops on SIGTERM, Ctrl-C, --stop, or after --idle-exit seconds without work.",
+                       epilog="example: cuda-agent serve --device cuda &  then  cuda-agent eval task.py cand.py")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="backend of every evaluation (default: auto)")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="build and baseline cache (default: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent)")
+    p.add_argument("--jobs", type=positive(int), default=None,
+                   help="evaluations at once (default: 2 per GPU, 2 on the CPU backend)")
+    p.add_argument("--socket", type=Path, default=None,
+                   help="the socket (default: $CUDA_AGENT_SOCKET, else $XDG_RUNTIME_DIR/cuda-agent/service.sock, "
+                   "else /tmp/cuda-agent-UID/service.sock)")
+    p.add_argument("--idle-exit", type=positive(float), default=None, metavar="S",
+                   help="exit after S seconds without work (default: never)")
+    p.add_argument("--stop", action="store_true", help="stop the running service and exit")
+    p.add_argument("--status", action="store_true", help="print the running service's state and exit (1: none)")
+    p.add_argument("--json", action="store_true", help="with --status or --stop: one JSON object on stdout")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("init-workspace", help="write an agent workspace for a task",
                        description="Write a CUDA-Agent-compatible workspace for TASK into DIR: model.py, "

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from cuda_agent.agent.llm import API_KEY_ENV, REQUEST_TIMEOUT_S
 from cuda_agent.errors import CudaAgentError
-from cuda_agent.evaluate.config import DEVICES, POLICIES, EvalConfig, field_help
+from cuda_agent.evaluate.config import DEVICES, POLICIES, SERVICE_MODES, EvalConfig, default_service_mode, field_help
 
 LEVELS = (1, 2, 3, 4)  # KernelBench's levels
 
@@ -115,6 +116,28 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
         return EvalConfig(**kw)
     except ValueError as exc:
         raise CudaAgentError(str(exc)) from None
+
+
+def add_service_option(p: argparse.ArgumentParser) -> None:
+    """--service: evaluate through the warm service (`cuda-agent serve`), read by `evaluator`."""
+    p.add_argument("--service", choices=SERVICE_MODES, default=None,
+                   help="evaluate through the warm evaluation service: `auto` when one is running (else "
+                   "in-process), `start` starting one when none runs, `off` always in-process (default "
+                   "$CUDA_AGENT_SERVICE, else auto); stderr says which")
+
+
+def service_client(args: argparse.Namespace, config: EvalConfig):
+    """A client of the warm service for `config`'s evaluations as --service asks, or None to
+    evaluate in-process; a line on stderr says which."""
+    from cuda_agent.evaluate.service import connect
+
+    try:
+        mode = getattr(args, "service", None) or default_service_mode()
+    except ValueError as exc:
+        raise CudaAgentError(str(exc)) from None
+    client, how = connect(config, mode)
+    print(f"cuda-agent: {how}", file=sys.stderr)
+    return client
 
 
 def add_level_option(p: argparse.ArgumentParser, help: str = "only these KernelBench levels") -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 DEVICES = ("auto", "cuda", "cpu")  # `device`; auto is cuda when a GPU is present
 POLICIES = ("strict", "kernelbench", "none")  # `policy`: the profiles of evaluate.policy
+SERVICE_MODES = ("auto", "start", "off")  # commands' --service: use a running service, start one, or never
 TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
 
 
@@ -20,6 +21,15 @@ def default_cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "cuda-agent"
+
+
+def default_service_mode() -> str:
+    """`$CUDA_AGENT_SERVICE` (one of SERVICE_MODES), else `auto`: how commands use the warm
+    evaluation service (evaluate/service.py) when not told otherwise."""
+    mode = os.environ.get("CUDA_AGENT_SERVICE") or "auto"
+    if mode not in SERVICE_MODES:
+        raise ValueError(f"CUDA_AGENT_SERVICE={mode!r}: use one of {', '.join(SERVICE_MODES)}")
+    return mode
 
 
 @dataclass(kw_only=True, slots=True)

@@ -12,6 +12,7 @@ themselves (locks.py). The candidate's claimed times are checked against the har
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +31,11 @@ if TYPE_CHECKING:
 BATCH_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}
 BATCH_MS = 5.0  # and about this much of calls
 TIMING_FIT = 0.8  # share of the time left that the least timing must fit in (too_slow_to_time)
-# A baseline whose samples spread (interquartile range) more than this share of their median, and
-# more than this many ms, was measured on a busy machine: it serves its own evaluation but is not
-# cached (it would make every later candidate of the task look faster or slower than it is).
-NOISY_SPREAD, NOISY_MS = 0.25, 0.2
+# A baseline is cached when its median is known to within MEDIAN_PRECISION of itself, or NOISY_MS
+# (`median_error`). One whose samples spread more (a busy machine) is measured again with more
+# samples, up to NOISY_BUDGET times its timed budget; one still too noisy serves its own evaluation
+# but is not cached (it would make every later candidate of the task look faster or slower than it is).
+MEDIAN_PRECISION, NOISY_MS, NOISY_BUDGET = 0.02, 0.02, 4.0
 PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
 
 
@@ -68,6 +70,28 @@ def too_slow_to_time(call_ms: list[float], calls_per_batch: int, cfg: EvalConfig
     return (f"a call of the candidate took {per_call_s:.3g} s in the correctness trials, so the {calls} timed "
             f"calls that timing needs at the least would take about {need:.0f} s, more than the {left_s:.0f} s "
             "left of the evaluation (timeout_s): judged correct without timing, the reward is at most 1")
+
+
+def median_error(st: TimeStats) -> float:
+    """The standard error of a median of `st.n` samples, in ms, estimated from their spread: 1.2533
+    sigma / sqrt(n) for normally spread samples, with sigma = iqr / 1.349. The spread shrinks the
+    error only as the square root of the samples, so a busy machine needs more of them, not luck."""
+    return 0.929 * st.iqr / max(st.n, 1) ** 0.5
+
+
+def precision_ms(st: TimeStats) -> float:
+    """How well a cached baseline's median must be known: MEDIAN_PRECISION of it, or NOISY_MS."""
+    return max(MEDIAN_PRECISION * st.median, NOISY_MS)
+
+
+def too_noisy(st: TimeStats) -> bool:
+    """Is this baseline's median known too loosely to be cached for every later evaluation?"""
+    return median_error(st) > precision_ms(st)
+
+
+def samples_for_precision(st: TimeStats) -> int:
+    """How many samples of this spread pin the median down to `precision_ms`."""
+    return max(st.n, math.ceil((0.929 * st.iqr / precision_ms(st)) ** 2))
 
 
 def timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, device: str) -> dict[str, Any]:
@@ -119,6 +143,7 @@ class Timing:
         self.samples: dict[str, list[float]] = {}  # per command: mean ms per call
         self.trusted: list[float] = []  # the protocol's own cost per command, in the judge, beside each batch
         self.timed = self.checked = 0
+        self.measured_again: dict[str, int] = {}  # baselines' samples added to pin a noisy median down
 
     def run(self) -> bool:
         """Measure; record the times, speedups and the timing check in the result. False when the
@@ -163,6 +188,7 @@ class Timing:
             with ev.candidate.frozen():
                 if not self._rounds([w for w in impls if w != "candidate"]):
                     return None
+                self._pin_down_noisy()
             ok = self._rounds(["candidate"])
         else:  # measured for this evaluation only: interleaved with the candidate
             ok = self._rounds(impls)
@@ -218,6 +244,26 @@ class Timing:
             self.samples[impl].append(sum(ms) / len(ms))
         return True
 
+    def _pin_down_noisy(self) -> None:
+        """More samples of each baseline too noisy to cache (`too_noisy`), until its median is known
+        well enough or NOISY_BUDGET times its budget has gone (each), in elapsed time. A noisy median is
+        the machine's fault, not the task's: measuring longer is how it gets cached on a busy
+        machine instead of being measured again by every evaluation. Counts go to `measured_again`."""
+        for impl in [w for w in ("eager", "compile") if w in self.runners]:
+            budget_s = min(NOISY_BUDGET * self.cfg.baseline_budget_s, 0.25 * max(self.ev.left(), 0.0))
+            begun = time.perf_counter()
+            st, more = TimeStats.of(self.samples[impl]), 0
+            while too_noisy(st) and time.perf_counter() - begun < budget_s and impl in self.runners:
+                need = min(samples_for_precision(st) - st.n, 64)
+                for _ in range(max(need, 1)):
+                    self._step(impl, keep=True)  # a baseline's failure drops its runner (_baseline_failed)
+                    more += 1
+                    if impl not in self.runners or time.perf_counter() - begun >= budget_s:
+                        break
+                st = TimeStats.of(self.samples[impl])
+            if more:
+                self.measured_again[impl] = more
+
     def _rounds(self, group: list[str]) -> bool:
         """Interleaved rounds over `group`, rotating the order; False when the candidate failed."""
         for r in range(self.cfg.timing_rounds):
@@ -245,9 +291,11 @@ class Timing:
                                compile_error=self.compile_error, calls_per_batch=self.n,
                                device=res.device, measured_at=baselines_now())
             source = "measured"
-            noisy = [f"{w}: iqr {st.iqr:.3g} ms, median {st.median:.3g} ms"
+            noisy = [f"{w}: median {st.median:.3g} ms known to +-{median_error(st):.2g} ms over {st.n} samples "
+                     f"(iqr {st.iqr:.3g} ms); caching needs +-{precision_ms(st):.2g} ms, about "
+                     f"{samples_for_precision(st)} samples of this spread"
                      for w, st in (("eager", cached.eager), ("compile", cached.compile))
-                     if st is not None and st.iqr > NOISY_SPREAD * st.median and st.iqr > NOISY_MS]
+                     if st is not None and too_noisy(st)]
             if store and not noisy:  # noisy: a busy machine, not worth keeping for every later evaluation
                 store.put(ev.task.source, ev.baseline_key, cached)
         else:
@@ -262,6 +310,8 @@ class Timing:
             check["baselines"]["cached"] = not noisy
             if noisy:
                 check["baselines"]["too_noisy"] = noisy
+        if self.measured_again:
+            check["baselines"]["measured_again"] = dict(self.measured_again)
         if check["tampered"]:
             first = check.get("first_look")
             again = (f" (in two looks; the first: {first['candidate_overhead_ms'] - first['trusted_overhead_ms']:.3f}"

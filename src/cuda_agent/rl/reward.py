@@ -17,6 +17,7 @@ import asyncio
 import atexit
 import json
 import os
+import sys
 import threading
 from typing import Any
 
@@ -48,16 +49,24 @@ _LOCK = threading.Lock()
 
 
 def shared_evaluator(fields: dict[str, Any] | None = None) -> EvaluatorBase:
-    """This process's Evaluator for the EvalConfig `fields` (default: `CUDA_AGENT_EVAL_CONFIG`, JSON),
-    made on first use and kept, with its warm workers, until the process exits."""
+    """This process's evaluator for the EvalConfig `fields` (default: `CUDA_AGENT_EVAL_CONFIG`, JSON),
+    made on first use and kept until the process exits: a client of the warm evaluation service
+    when one runs for this cache and device (`$CUDA_AGENT_SERVICE`: auto, start or off; several
+    reward workers then share its pool), else an Evaluator with warm workers of its own. Which one
+    is logged on stderr once."""
     if fields is None:
         fields = json.loads(os.environ.get("CUDA_AGENT_EVAL_CONFIG") or "{}")
     key = json.dumps(fields, sort_keys=True, default=str)
     with _LOCK:
         if key not in _EVALUATORS:
             from cuda_agent.evaluate import Evaluator
+            from cuda_agent.evaluate.config import default_service_mode
+            from cuda_agent.evaluate.service import connect
 
-            _EVALUATORS[key] = ev = Evaluator(EvalConfig(**fields))
+            config = EvalConfig(**fields)
+            client, how = connect(config, default_service_mode())
+            print(f"cuda-agent reward: {how}", file=sys.stderr)
+            _EVALUATORS[key] = ev = client or Evaluator(config)
             atexit.register(ev.close)
         return _EVALUATORS[key]
 

@@ -156,7 +156,7 @@ def main(command: str, workspace_dir: str | Path, argv: list[str]) -> int:
 
 
 def _run(command: str, root: Path, args: argparse.Namespace) -> int:
-    from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+    from cuda_agent.evaluate import EvalConfig, load_candidate
     from cuda_agent.workspace import workspace_task
 
     task, meta = workspace_task(root)
@@ -166,7 +166,7 @@ def _run(command: str, root: Path, args: argparse.Namespace) -> int:
         return _compile(candidate, device, args.json)
     cfg = EvalConfig(device=device, timing=command == "profile",
                      **({"trials": args.trials} if args.trials else {}))
-    res = evaluate(task, candidate, cfg)
+    res = _evaluate(task, candidate, cfg)
     if args.json:
         print(json.dumps(res.to_json()))
     else:
@@ -174,6 +174,24 @@ def _run(command: str, root: Path, args: argparse.Namespace) -> int:
     if command == "verify":
         return EXIT_OK if res.correct else EXIT_FAILED
     return EXIT_OK if res.correct and res.times_ms.get("candidate") is not None else EXIT_FAILED
+
+
+def _evaluate(task, candidate, cfg):
+    """Through the warm evaluation service when one runs for this cache and device
+    (`$CUDA_AGENT_SERVICE`: auto, start or off), else in this process; a line on stderr says which."""
+    from cuda_agent.evaluate import evaluate
+    from cuda_agent.evaluate.config import default_service_mode
+    from cuda_agent.evaluate.service import connect
+
+    try:
+        client, how = connect(cfg, default_service_mode())
+    except ValueError as exc:
+        raise CudaAgentError(str(exc)) from None
+    print(f"({how})", file=sys.stderr)
+    if client is None:
+        return evaluate(task, candidate, cfg)
+    with client:
+        return client.evaluate(task, candidate, cfg)
 
 
 def forward(sock_path: str, command: str, argv: list[str]) -> int:
