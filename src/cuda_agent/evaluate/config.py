@@ -91,6 +91,10 @@ class EvalConfig:
     2048x2048 products, whose cost no TF32 setting (which a candidate may change) alters; `tf32`:
     four TF32 1024x1024 products of random values. Part of the timing protocol: cached baselines
     are keyed by it, so a candidate is compared only with baselines timed after the same work."""
+    inline_pch: bool = True
+    """Candidates' own `load_inline`/`load` builds: their host unit includes a precompiled header of
+    torch/extension.h (one per set of compiler flags, under `cache_dir/pch`, built beside the first
+    build that needs it) instead of parsing torch's headers each time (worker/inline_build.py)."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
     stream when forward returns (`stream_race` otherwise; worker/runner.py, `StreamCheck`). A kernel that leaves

@@ -360,7 +360,8 @@ class Evaluation:
                 "load", cfg.build_timeout_s, stage_dir=str(self.stage_dir),
                 extension=str(built.so_path) if built else None, device=self.device,
                 init_seed=self.seeds["init"], init_inputs=self.init_inputs, shm_dir=str(self.shm),
-                policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check)
+                policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
+                pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

@@ -1,0 +1,372 @@
+"""Fresh candidates: what RL and a benchmark pay for code never built before, in one table.
+
+    python benchmarks/fresh.py stage                       # here: copy the chosen corpus kernels to .fresh/
+    python benchmarks/fresh.py run --device cuda           # on the GPU (carry .fresh)
+
+Candidates: single-file `load_inline` kernels that language models wrote for KernelBench level 1 and
+that KernelBench judged correct (`../shared/corpora/kernelbench-a100-runs`: one `__global__` kernel,
+`torch/extension.h`), each made new by a comment with a random nonce in its source, so that nothing
+of it is in any cache. Their tasks' baselines are measured first (not counted): the targets are
+for a fresh candidate with its baselines cached. Steps (`--steps`):
+
+- `alone`: `--alone` fresh candidates one after the other through an `Evaluator` (warm workers, one
+  evaluation at a time): the full evaluation's time and its phases (build, load, trials, timing);
+- `parallel`: `--n` fresh candidates through an `Evaluator` running `--jobs` at once: the median
+  latency of one, and throughput in fresh candidates per minute;
+- `kernelbench`: KernelBench's method on the same kernels (a fresh process per candidate that
+  `exec`s it, building its extension with `load_inline`, then five correctness trials and 100
+  timed trials with CUDA events; KernelBench's eval.py itself is not on the machine, so this is
+  its method reimplemented), alone and `--jobs` at once;
+- `service`: through a warm service (`cuda-agent serve`), on unchanged code: `cuda-agent eval` of a
+  cached candidate, and the workspace's verify and profile, each the median of `--repeat` runs
+  after one to warm up.
+
+Every figure goes to `--json` as it is measured; the table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpora" / "kernelbench-a100-runs"
+STAGE = ROOT / ".fresh"
+STEPS = ("alone", "parallel", "kernelbench", "service")
+
+
+# -- stage: choose the kernels (development machine) --
+def suitable(text: str) -> bool:
+    return ("load_inline" in text and text.count("__global__") == 1 and "torch/extension.h" in text
+            and "cpp_extension.load(" not in text)
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    rows = [json.loads(line) for line in (args.corpus / "verdicts.jsonl").read_text().splitlines() if line.strip()]
+    chosen, seen = [], set()
+    for r in sorted(rows, key=lambda r: (r["problem"], r["run"])):
+        kb = r.get("kernelbench") or {}
+        if r["level"] != 1 or not kb.get("correct") or r["problem"] in seen:
+            continue
+        text = (args.corpus / r["file"]).read_text()
+        if not suitable(text):
+            continue
+        [task] = (args.corpus / "tasks" / "level1").glob(f"{r['problem']}_*.py")
+        chosen.append((r, task))
+        seen.add(r["problem"])
+    # spread over the level (matmuls, activations, norms, reductions, convolutions), not its first N
+    step = max(len(chosen) / args.tasks, 1.0)
+    chosen = [chosen[int(i * step)] for i in range(min(args.tasks, len(chosen)))]
+    shutil.rmtree(args.out, ignore_errors=True)
+    (args.out / "tasks").mkdir(parents=True)
+    (args.out / "kernels").mkdir()
+    index = []
+    for r, task in chosen:
+        shutil.copy(task, args.out / "tasks" / task.name)
+        name = f"{r['run']}__{Path(r['file']).name}"
+        shutil.copy(args.corpus / r["file"], args.out / "kernels" / name)
+        index.append({"task": f"tasks/{task.name}", "kernel": f"kernels/{name}", "run": r["run"],
+                      "problem": r["problem"], "kernelbench_ms": r["kernelbench"].get("runtime_ms")})
+    (args.out / "index.json").write_text(json.dumps(index, indent=1))
+    print(f"staged {len(index)} kernels and their tasks in {args.out} (carry it to the GPU machine)")
+    return 0
+
+
+# -- run (GPU machine) --
+def fresh_variant(source: str, tag: str) -> str:
+    """The kernel with a comment of `tag` after each `#include <torch/extension.h>`: new sources for
+    load_inline, the same code."""
+    return re.sub(r"(#include\s*<torch/extension\.h>)", rf"\1\n// fresh variant {tag}", source)
+
+
+class Log:
+    def __init__(self, path: Path | None):
+        self.path, self.doc = path, {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def put(self, key: str, value) -> None:
+        self.doc[key] = value
+        if self.path:
+            self.path.write_text(json.dumps(self.doc, indent=1, default=str))
+        print(f"[{time.strftime('%H:%M:%S')}] {key}: {json.dumps(value, default=str)[:400]}", flush=True)
+
+
+def candidates(stage: Path, n: int, tmp: Path):
+    """`n` fresh (task, candidate path, name) triples over the staged kernels, round robin."""
+    from cuda_agent.tasks import load_task
+
+    index = json.loads((stage / "index.json").read_text())
+    out = []
+    for i in range(n):
+        row = index[i % len(index)]
+        tag = secrets.token_hex(6)
+        path = tmp / f"{Path(row['kernel']).stem}_{tag}.py"
+        path.write_text(fresh_variant((stage / row["kernel"]).read_text(), tag))
+        out.append((load_task(stage / row["task"]), path, f"p{row['problem']}_{tag}"))
+    return out
+
+
+def verdict(res) -> dict:
+    return {"correct": res.correct, "reward": res.reward, "reasons": [r.code.value for r in res.failures],
+            "phases_s": res.phases_s, "total_s": res.phases_s.get("total")}
+
+
+def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
+    from cuda_agent.evaluate import Evaluator, load_candidate
+
+    rows = []
+    with Evaluator(cfg, jobs=1) as ev:
+        for task, path, name in candidates(stage, k, tmp):
+            t0 = time.monotonic()
+            res = ev.evaluate(task, load_candidate(path), cfg)
+            rows.append({"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res)})
+            log.put("alone", rows)
+
+
+def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> None:
+    from cuda_agent.evaluate import Evaluator, load_candidate
+
+    rows = []
+    with Evaluator(cfg, jobs=jobs) as ev:
+        cands = candidates(stage, n, tmp)
+        t0 = time.monotonic()
+        futures = [(name, time.monotonic(), ev.submit(task, load_candidate(path), cfg)) for task, path, name in cands]
+        for name, t_sub, fut in futures:
+            res = fut.result()
+            rows.append({"name": name, **verdict(res)})
+        wall = time.monotonic() - t0
+    lat = [r["total_s"] + r["phases_s"].get("admission", 0.0) for r in rows]
+    log.put("parallel", {"jobs": jobs, "n": n, "wall_s": round(wall, 1), "per_minute": round(60 * n / wall, 2),
+                         "median_latency_s": round(statistics.median(lat), 1), "rows": rows})
+
+
+KB_METHOD = r'''
+import json, os, sys, time
+t0 = time.monotonic()
+import torch
+t_torch = time.monotonic() - t0
+task_src, cand_src = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+ctx_ref, ctx_new = {}, {}
+exec(compile(task_src, sys.argv[1], "exec"), ctx_ref)
+t1 = time.monotonic()
+exec(compile(cand_src, sys.argv[2], "exec"), ctx_new)  # load_inline builds here
+t_build = time.monotonic() - t1
+dev = torch.device("cuda")
+init = ctx_ref["get_init_inputs"]()
+torch.manual_seed(42); ref = ctx_ref["Model"](*init).to(dev)
+torch.manual_seed(42); new = ctx_new["ModelNew"](*init).to(dev)
+correct = True
+gen = torch.Generator().manual_seed(42)
+with torch.no_grad():
+    for trial in range(5):
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+        xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx_ref["get_inputs"]()]
+        a, b = ref(*xs), new(*xs)
+        torch.cuda.synchronize()
+        correct &= a.shape == b.shape and torch.allclose(a, b, atol=1e-2, rtol=1e-2)
+    times = []
+    if correct:
+        xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx_ref["get_inputs"]()]
+        for _ in range(3):
+            new(*xs)
+        torch.cuda.synchronize()
+        for _ in range(100):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); new(*xs); e.record(); torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+print(json.dumps({"torch_import_s": round(t_torch, 2), "build_s": round(t_build, 2), "correct": bool(correct),
+                  "mean_ms": sum(times) / len(times) if times else None, "total_s": round(time.monotonic() - t0, 2)}))
+'''
+
+
+def kb_one(task_path: str, cand: Path, ext_dir: Path) -> dict:
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir)}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", KB_METHOD, task_path, str(cand)], capture_output=True, text=True,
+                         env=env, timeout=900)
+    row = {"wall_s": round(time.monotonic() - t0, 2)}
+    try:
+        row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        row["error"] = out.stderr[-600:]
+    return row
+
+
+def step_kernelbench(stage: Path, tmp: Path, k: int, n: int, jobs: int, log: Log) -> None:
+    alone = []
+    for task, path, name in candidates(stage, k, tmp):
+        alone.append({"name": name, **kb_one(task.origin, path, tmp / f"kb_{name}")})
+        log.put("kernelbench_alone", alone)
+    cands = candidates(stage, n, tmp)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(jobs) as pool:
+        rows = list(pool.map(lambda c: {"name": c[2], **kb_one(c[0].origin, c[1], tmp / f"kb_{c[2]}")}, cands))
+    wall = time.monotonic() - t0
+    log.put("kernelbench_parallel", {"jobs": jobs, "n": n, "wall_s": round(wall, 1),
+                                     "per_minute": round(60 * n / wall, 2),
+                                     "median_latency_s": round(statistics.median(r["wall_s"] for r in rows), 1),
+                                     "rows": rows})
+
+
+def timed_cli(args: list[str], env: dict, repeat: int) -> dict:
+    """The median wall time of `cuda-agent ARGS` over `repeat` runs after one to warm up."""
+    walls, last = [], None
+    for i in range(repeat + 1):
+        t0 = time.monotonic()
+        last = subprocess.run([sys.executable, "-m", "cuda_agent", *args], capture_output=True, text=True, env=env,
+                              timeout=600)
+        if i:
+            walls.append(time.monotonic() - t0)
+    return {"median_s": round(statistics.median(walls), 2), "walls_s": [round(w, 2) for w in walls],
+            "rc": last.returncode, "how": last.stderr.strip().splitlines()[:1], "stdout_tail": last.stdout[-300:]}
+
+
+def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
+    from cuda_agent.evaluate.service import running
+    from cuda_agent.examples import get_example
+
+    sock = Path(tempfile.mkdtemp(prefix="ca-fresh-")) / "s.sock"
+    env = {**os.environ, "CUDA_AGENT_SOCKET": str(sock), "CUDA_AGENT_CACHE": str(cfg.cache_dir)}
+    ex = get_example("elementwise")
+    single = ex.candidates(cfg.device)["single"]
+    ws = tmp / "ws"
+    subprocess.run([sys.executable, "-m", "cuda_agent", "init-workspace", str(ex.task), str(ws), "--device",
+                    cfg.device], check=True, capture_output=True, env=env)
+    shutil.copytree(ex.candidates(cfg.device)["workspace"], ws, dirs_exist_ok=True)
+    out = {}
+    with running(cfg, sock):
+        out["eval_cached"] = timed_cli(["eval", str(ex.task), str(single), "--device", cfg.device, "--json"], env, repeat)
+        log.put("service", out)
+        for command in ("verify", "profile"):
+            out[f"workspace_{command}"] = timed_cli(["workspace", command, str(ws)], env, repeat)
+            log.put("service", out)
+    out["eval_cached_in_process"] = timed_cli(["eval", str(ex.task), str(single), "--device", cfg.device, "--json",
+                                               "--service", "off"], env, 1)
+    log.put("service", out)
+
+
+def baselines_first(cfg, stage: Path, jobs: int, log: Log) -> None:
+    """Every staged task's baselines into the cache (not counted)."""
+    import dataclasses
+
+    from cuda_agent.evaluate import Evaluator
+    from cuda_agent.evaluate.baselines import baseline_candidate
+    from cuda_agent.tasks import load_task
+
+    tasks = [load_task(stage / r["task"]) for r in json.loads((stage / "index.json").read_text())]
+    ref_cfg = dataclasses.replace(cfg, policy="none", trials=1, stress_trials=0)
+    t0 = time.monotonic()
+    with Evaluator(ref_cfg, jobs=jobs) as ev:
+        res = ev.map([(t, baseline_candidate(t.source, "eager")) for t in tasks], ref_cfg)
+    log.put("baselines", {"tasks": len(tasks), "s": round(time.monotonic() - t0, 1),
+                          "cached": sum(bool((r.timing_check or {}).get("baselines", {}).get("cached", True))
+                                        for r in res)})
+
+
+def table(doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def med(rows, key="total_s"):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return f"{statistics.median(vals):.1f} s" if vals else "-"
+
+    t = Table(title="fresh candidates (targets from the \\[fresh] issue)", title_justify="left")
+    for col in ("figure", "measured", "target"):
+        t.add_column(col)
+    if a := doc.get("alone"):
+        ok = sum(r["correct"] for r in a)
+        t.add_row(f"fresh candidate alone, full evaluation (median of {len(a)}, {ok} correct)", med(a), "<= 20 s")
+        for phase in ("load", "correctness", "timing"):
+            vals = [r["phases_s"].get(phase, 0) for r in a]
+            t.add_row(f"  of which {phase}", f"{statistics.median(vals):.1f} s", "")
+    if p := doc.get("parallel"):
+        ok = sum(r["correct"] for r in p["rows"])
+        t.add_row(f"fresh, {p['jobs']} at a time: median latency ({p['n']}, {ok} correct)",
+                  f"{p['median_latency_s']} s", "<= 30 s")
+        t.add_row(f"fresh throughput, {p['jobs']} at a time", f"{p['per_minute']} / min", ">= 20 / min")
+    if k := doc.get("kernelbench_alone"):
+        t.add_row(f"KernelBench's method, alone (median of {len(k)})", med(k, "wall_s"), "")
+        t.add_row("  of which its load_inline build", med(k, "build_s"), "")
+    if k := doc.get("kernelbench_parallel"):
+        t.add_row(f"KernelBench's method, {k['jobs']} at a time: median latency", f"{k['median_latency_s']} s", "")
+        t.add_row(f"KernelBench's method, throughput", f"{k['per_minute']} / min", "")
+    if s := doc.get("service"):
+        for key, label, target in (("eval_cached", "service: cuda-agent eval of a cached candidate", "<= 3 s (H200)"),
+                                   ("workspace_verify", "service: workspace verify, unchanged code", "<= 2 s"),
+                                   ("workspace_profile", "service: workspace profile, unchanged code", "<= 3 s"),
+                                   ("eval_cached_in_process", "in-process: cuda-agent eval, cached", "")):
+            if key in s:
+                t.add_row(label, f"{s[key]['median_s']} s (rc {s[key]['rc']})", target)
+    Console(width=150).print(t)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluate import EvalConfig
+    from cuda_agent.evaluate.device import resolve_device
+
+    steps = [s for s in args.steps.split(",") if s]
+    if bad := set(steps) - set(STEPS):
+        sys.exit(f"fresh.py: unknown steps {sorted(bad)}; use {','.join(STEPS)}")
+    if not (args.stage / "index.json").is_file():
+        sys.exit(f"fresh.py: {args.stage}/index.json missing: run `python benchmarks/fresh.py stage` first")
+    cfg = EvalConfig(device=resolve_device(args.device), policy="kernelbench",
+                     cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="fresh-cache-")))
+    log = Log(args.json)
+    tmp = Path(tempfile.mkdtemp(prefix="fresh-"))
+    log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
+                       "jobs": args.jobs, "alone": args.alone})
+    if {"alone", "parallel"} & set(steps):
+        baselines_first(cfg, args.stage, args.jobs, log)
+    for step in steps:
+        t0 = time.monotonic()
+        if step == "alone":
+            step_alone(cfg, args.stage, tmp, args.alone, log)
+        elif step == "parallel":
+            step_parallel(cfg, args.stage, tmp, args.n, args.jobs, log)
+        elif step == "kernelbench":
+            step_kernelbench(args.stage, tmp, args.alone, args.kb_n or args.jobs, args.jobs, log)
+        elif step == "service":
+            step_service(cfg, tmp, args.repeat, log)
+        log.put(f"{step}_step_s", round(time.monotonic() - t0, 1))
+    table(log.doc)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("stage", help="copy the chosen corpus kernels and their tasks to --out")
+    s.add_argument("--corpus", type=Path, default=CORPUS)
+    s.add_argument("--tasks", type=int, default=12, help="distinct tasks (default 12)")
+    s.add_argument("--out", type=Path, default=STAGE)
+    s.set_defaults(func=cmd_stage)
+    r = sub.add_parser("run", help="measure (on the GPU machine)")
+    r.add_argument("--stage", type=Path, default=STAGE)
+    r.add_argument("--device", default="auto")
+    r.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {','.join(STEPS)}")
+    r.add_argument("--alone", type=int, default=3, help="fresh candidates one at a time (default 3)")
+    r.add_argument("--n", type=int, default=16, help="fresh candidates for the throughput (default 16)")
+    r.add_argument("--kb-n", type=int, default=None, help="candidates of KernelBench's method at once (default --jobs)")
+    r.add_argument("--jobs", type=int, default=8, help="at a time (default 8)")
+    r.add_argument("--repeat", type=int, default=3, help="runs of each service command after the warm-up (default 3)")
+    r.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh one")
+    r.add_argument("--json", type=Path, default=None, help="write every figure here as it is measured")
+    r.set_defaults(func=cmd_run)
+    args = p.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())

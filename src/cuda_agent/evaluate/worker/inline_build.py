@@ -1,0 +1,148 @@
+"""Faster cold builds of a candidate's own `load_inline` and `load` extensions, in its runner.
+
+torch compiles an inline extension's host unit (main.cpp: torch/extension.h, then the candidate's
+C++ and its pybind11 bindings) from scratch every time, and reading torch's headers is most of that
+unit's time. `install` hooks the function where torch writes the build's ninja file
+(`cpp_extension._write_ninja_file`), the one place where the host unit's final flags are known:
+
+- when a precompiled header of torch/extension.h exists for exactly these flags (compiler, torch,
+  defines, include paths, -O, -std: everything but the extension's name), the host unit gets
+  `-include <it>`; gcc then loads the header's parsed state instead of parsing it, and reads the
+  headers as before where it cannot use it (a precompiled header is only ever an optimisation);
+- when none exists, one is built beside the candidate's own build (another core, about as long
+  as the host unit) and published atomically under `<cache_dir>/pch/<flags digest>/`, so the next
+  candidate with these flags finds it. The build waits for it before returning: nothing of it is
+  left running when the candidate's code continues.
+
+The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
+rebuilds a header inside torch's install, and which every call without it deletes) is not used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import inspect
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+HEADER = "torch_ext.h"
+PCH_TIMEOUT_S = 300.0
+KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
+_pending: list[subprocess.Popen] = []
+_lock = threading.Lock()
+
+
+def flags_digest(cxx: str, cflags: list[str], post_cflags: list[str]) -> str:
+    """What a precompiled header depends on: the compiler and every flag but the extension's name."""
+    kept = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    version = subprocess.run([*shlex.split(cxx), "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return hashlib.sha256(json.dumps([cxx, version, kept, post_cflags]).encode()).hexdigest()[:24]
+
+
+def pch_command(cxx: str, cflags: list[str], post_cflags: list[str], header: Path, out: Path) -> list[str]:
+    """The host unit's compile, of the header instead (torch's flags are shell words: `-isystem DIR`)."""
+    kept = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    words = [w for f in kept + post_cflags for w in shlex.split(f)]
+    return [*shlex.split(cxx), *words, "-x", "c++-header", str(header), "-o", str(out)]
+
+
+def _start_pch(root: Path, digest: str, cmd_for: Callable[[Path, Path], list[str]]) -> None:
+    """Start building the precompiled header `root/digest` unless another process is on it."""
+    root.mkdir(parents=True, exist_ok=True)
+    lock = open(root / f"{digest}.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()  # another build of it is under way
+        return
+    work = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=root))
+    (work / HEADER).write_text("#pragma once\n#include <torch/extension.h>\n")
+    proc = subprocess.Popen(cmd_for(work / HEADER, work / f"{HEADER}.gch"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc.publish = (work, root / digest, lock)  # type: ignore[attr-defined]
+    with _lock:
+        _pending.append(proc)
+
+
+def finish_pending() -> None:
+    """Wait for the precompiled headers started by this process; publish those that built."""
+    with _lock:
+        pending = list(_pending)
+        _pending.clear()
+    for proc in pending:
+        work, final, lock = proc.publish  # type: ignore[attr-defined]
+        try:
+            ok = proc.wait(PCH_TIMEOUT_S) == 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            ok = False
+        if ok and (work / f"{HEADER}.gch").is_file():
+            with contextlib.suppress(OSError):
+                work.rename(final)  # atomic: the folder appears whole or not at all
+                prune(final.parent)
+        shutil.rmtree(work, ignore_errors=True)
+        lock.close()
+
+
+def prune(root: Path, keep: int = KEEP) -> None:
+    """Remove all but the `keep` most recently used precompiled headers under `root`."""
+    ready = sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                   key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in ready[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def install(root: str | os.PathLike[str]) -> None:
+    """Hook torch's ninja-file writer and its `load_inline`/`load` for this process (the runner,
+    before the candidate's code runs). `root`: where precompiled headers live."""
+    import torch.utils.cpp_extension as ce
+
+    writer = getattr(ce, "_write_ninja_file", None)
+    if writer is None or getattr(writer, "_cuda_agent", False):
+        return
+    params = inspect.signature(writer).parameters
+    if not {"cflags", "post_cflags"} <= set(params):
+        return  # a torch whose writer we do not know: build as torch does
+    root = Path(root)
+
+    def write_ninja_file(*args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(writer).bind(*args, **kwargs)
+        cflags = list(bound.arguments.get("cflags") or [])
+        post = list(bound.arguments.get("post_cflags") or [])
+        try:
+            cxx = os.environ.get("CXX", "c++")
+            digest = flags_digest(cxx, cflags, post)
+            ready = root / digest / HEADER
+            if (root / digest / f"{HEADER}.gch").is_file():
+                bound.arguments["cflags"] = [f"-include {shlex.quote(str(ready))}", *cflags]
+                os.utime(root / digest)  # recently used: kept by `prune`
+            else:
+                _start_pch(root, digest, lambda h, o: pch_command(cxx, cflags, post, h, o))
+        except OSError:
+            pass  # no precompiled header: the build is as torch makes it
+        return writer(*bound.args, **bound.kwargs)
+
+    write_ninja_file._cuda_agent = True  # type: ignore[attr-defined]
+    ce._write_ninja_file = write_ninja_file
+    for name in ("load_inline", "load"):
+        original = getattr(ce, name)
+
+        def waiting(*args: Any, __original=original, **kwargs: Any) -> Any:
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                finish_pending()
+
+        waiting.__wrapped__ = original  # type: ignore[attr-defined]
+        waiting.__name__, waiting.__doc__ = original.__name__, original.__doc__
+        setattr(ce, name, waiting)
