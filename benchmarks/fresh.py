@@ -255,15 +255,16 @@ def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
     log.put("service", out)
 
 
-def baselines_first(cfg, stage: Path, jobs: int, log: Log) -> None:
-    """Every staged task's baselines into the cache (not counted)."""
+def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
+    """The baselines of the first `count` staged tasks (those the steps use) into the cache (not
+    counted)."""
     import dataclasses
 
     from cuda_agent.evaluate import Evaluator
     from cuda_agent.evaluate.baselines import baseline_candidate
     from cuda_agent.tasks import load_task
 
-    tasks = [load_task(stage / r["task"]) for r in json.loads((stage / "index.json").read_text())]
+    tasks = [load_task(stage / r["task"]) for r in json.loads((stage / "index.json").read_text())[:count]]
     ref_cfg = dataclasses.replace(cfg, policy="none", trials=1, stress_trials=0)
     t0 = time.monotonic()
     with Evaluator(ref_cfg, jobs=jobs) as ev:
@@ -327,7 +328,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
                        "jobs": args.jobs, "alone": args.alone})
     if {"alone", "parallel"} & set(steps):
-        baselines_first(cfg, args.stage, args.jobs, log)
+        baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
+                                                          args.n if "parallel" in steps else 0), log)
     for step in steps:
         t0 = time.monotonic()
         if step == "alone":

@@ -18,6 +18,8 @@ source, which includes `torch/extension.h`; a declaration in the C++ source) is 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
 import re
@@ -110,14 +112,34 @@ def ninja_commands(build: Path) -> dict[str, str]:
     return cmds
 
 
+class Figures(dict):
+    """Each figure printed and written to the JSON file as soon as it is measured."""
+
+    def __init__(self, path: Path | None):
+        super().__init__()
+        self.path = path
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if key != "commands":
+            print(f"{key}: {json.dumps(value)}", flush=True)
+        if self.path:
+            self.path.write_text(json.dumps(self, indent=1))
+
+    def update(self, *args, **kw) -> None:
+        for k, v in dict(*args, **kw).items():
+            self[k] = v
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--concurrent", type=int, default=8)
+    p.add_argument("--concurrent", type=int, default=8, help="cold builds at once (0: skip)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="cold-build-"))
-    res: dict[str, object] = {"device": args.device, "cpus": os.cpu_count()}
+    res = Figures(args.json)
+    res.update(device=args.device, cpus=os.cpu_count())
     res["import_torch_s"] = round(timed([sys.executable, "-c", "import torch"])[0], 2)
     res["import_torch_cpp_extension_s"] = round(timed([sys.executable, "-c",
                                                        "import torch, torch.utils.cpp_extension"])[0], 2)
@@ -131,7 +153,7 @@ def main() -> int:
     steps = {}
     for target, cmd in cmds.items():
         steps[target] = round(timed(cmd, cwd=build)[0], 2)
-    res["steps_s"] = steps
+        res["steps_s"] = steps
     host = next(c for t, c in cmds.items() if t == "main.o")
     # the host unit with a precompiled header of torch/extension.h, built with the unit's own flags
     pch_dir = root / "pch"
@@ -157,18 +179,31 @@ def main() -> int:
         res["nvcc_arch_flags"] = arch
         res["nvcc_light_s"] = round(timed(["nvcc", "-O3", *arch, "-Xcompiler", "-fPIC", "-c", str(light), "-o",
                                            str(root / "light.o")])[0], 2)
+        # the torch-including unit: preprocessing alone, and without its PTX
+        pre = re.sub(r"--generate-dependencies-with-compile --dependency-output \S+|-MM?D -MF \S+", "", nv)
+        pre = re.sub(r" -o \S+", " -o /dev/null", pre.replace(" -c ", " -E "))
+        res["nvcc_preprocess_only_s"] = round(timed(pre, cwd=build)[0], 2)
+        # nvcc's own account of its phases (front end, device compile, ptxas, host compile)
+        with contextlib.suppress(RuntimeError, OSError, ValueError):
+            timed(f"{nv} --time {root / 'nvcc_time.csv'}", cwd=build)
+            phases: dict[str, float] = {}
+            for row in csv.reader((root / "nvcc_time.csv").read_text().splitlines()[1:]):
+                if len(row) >= 8:  # source, phase, inputs, output, arch, tool, value, unit
+                    phases[row[1].strip()] = round(phases.get(row[1].strip(), 0.0) + float(row[6]) / 1e3, 2)
+            res["nvcc_phases_s"] = phases
+        sass_only = re.sub(r"-gencode=arch=compute_(\d+),code=compute_\d+", "", nv)
+        res["nvcc_no_ptx_s"] = round(timed(sass_only, cwd=build)[0], 2) if sass_only != nv else None
     # many cold builds at once
     n = args.concurrent
+    if not n:
+        return 0
     t0 = time.monotonic()
     with ThreadPoolExecutor(n) as pool:
         walls = list(pool.map(lambda k: load_inline_build(f"cold_c{k}", root / f"c{k}", args.device, f"c{k}")[2],
                               range(n)))
     res["concurrent"] = {"n": n, "wall_s": round(time.monotonic() - t0, 1),
                          "each_s": sorted(round(w, 1) for w in walls)}
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
     shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps({k: v for k, v in res.items() if k != "commands"}, indent=1))
     print("critical path of one cold build: import {:.1f} s + max(host {:.1f}, cuda {}) s + link {} s".format(
         res["import_torch_cpp_extension_s"], steps.get("main.o", 0), steps.get("cuda.cuda.o", "-"),
         next((v for k, v in steps.items() if k.endswith(".so")), "-")))

@@ -1,0 +1,62 @@
+"""Candidates' own `load_inline` builds with a precompiled torch/extension.h (worker/inline_build.py):
+the first build with a set of flags makes the header beside it, later builds include it, and the
+extensions they build work the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BUILD = r"""
+import json, sys
+from pathlib import Path
+from cuda_agent.evaluate.worker import inline_build
+inline_build.install(sys.argv[1])
+from torch.utils.cpp_extension import load_inline
+import torch
+src = "torch::Tensor shifted(torch::Tensor x) { return x.clamp_min(0) + %s; }" % sys.argv[2]
+build = Path(sys.argv[3])
+m = load_inline(name="pch_" + sys.argv[2], cpp_sources=[src], functions=["shifted"], extra_cflags=["-O1"],
+                build_directory=str(build))
+print(json.dumps({"out": m.shifted(torch.tensor([-1.0, 2.0])).tolist(),
+                  "included": "-include" in (build / "build.ninja").read_text()}))
+"""
+
+
+def _build(root: Path, n: int, tmp_path: Path) -> dict:
+    build = tmp_path / f"build{n}"
+    build.mkdir()
+    out = subprocess.run([sys.executable, "-c", BUILD, str(root), str(n), str(build)], capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_first_build_makes_the_precompiled_header_and_later_builds_use_it(tmp_path):
+    root = tmp_path / "pch"
+    first = _build(root, 1, tmp_path)
+    assert first == {"out": [1.0, 3.0], "included": False}
+    [made] = [d for d in root.iterdir() if d.is_dir()]
+    assert (made / "torch_ext.h.gch").stat().st_size > 1_000_000
+    second = _build(root, 2, tmp_path)
+    assert second == {"out": [2.0, 4.0], "included": True}
+    assert [d for d in root.iterdir() if d.is_dir()] == [made]  # the same flags share one header
+
+
+def test_only_the_most_recently_used_headers_are_kept(tmp_path):
+    from cuda_agent.evaluate.worker.inline_build import prune
+
+    for i, name in enumerate("abcdef"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "torch_ext.h.gch").write_text("x")
+        os.utime(tmp_path / name, (1000 + i, 1000 + i))
+    (tmp_path / ".f0a1.work").mkdir()  # a build under way is not a header
+    prune(tmp_path, keep=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".f0a1.work", "c", "d", "e", "f"]
