@@ -42,6 +42,7 @@ import dataclasses
 import glob
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +51,9 @@ import pytest
 
 from cuda_agent.evaluate import EvalConfig, EvalResult, Evaluator, evaluate, load_candidate
 from cuda_agent.evaluate.config import POLICIES as PROFILES
+from cuda_agent.evaluate.evaluator import EvaluatorBase
 from cuda_agent.evaluate.result import Code
+from cuda_agent.evaluate.service import ServiceClient, running
 from cuda_agent.tasks import load_task
 
 pytestmark = pytest.mark.adversarial
@@ -216,7 +219,7 @@ def _config(profile: str, device: str, cache_dir: Path, timeout_s: int) -> EvalC
 
 
 def _run(case: Case, profile: str, device: str, cache_dir: Path, tmp_path: Path,
-         evaluator: Evaluator | None = None) -> EvalResult:
+         evaluator: EvaluatorBase | None = None) -> EvalResult:
     """One evaluation of the case: by `evaluate`, or through `evaluator` (its warm, forked workers)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cand = tmp_path / f"{case.path.stem}.py"
@@ -246,11 +249,17 @@ def _assert_honest(res: EvalResult) -> None:
 
 @pytest.fixture(scope="module")
 def cpu_evaluator(cache_dir):
-    """One Evaluator for the CPU cases, as bench and the RL reward run them: warm workers forked
-    from its zygote, judges kept between evaluations. Fresh interpreters (`evaluate`) get the same
-    verdicts: test_fresh_interpreters_get_the_same_verdicts."""
-    with Evaluator(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), jobs=1) as ev:
-        yield ev
+    """The CPU cases go through the warm evaluation service (`cuda-agent serve`, here in a thread of
+    this process, one evaluation at a time), as bench, the agent's tools and the RL reward run them
+    when it runs: warm workers forked from its zygote, judges kept between evaluations, every
+    request over its socket. Fresh interpreters (`evaluate`) get the same verdicts:
+    test_fresh_interpreters_get_the_same_verdicts; an Evaluator of this process too:
+    test_workers_forked_from_a_zygote_get_the_same_verdicts."""
+    folder = Path(tempfile.mkdtemp(prefix="ca-adv-"))  # short: a socket's path is at most 107 bytes
+    with running(_config("kernelbench", "cpu", cache_dir, DEFAULT_TIMEOUT_S), folder / "s.sock", jobs=1), \
+            ServiceClient(folder / "s.sock") as client:
+        yield client
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("case,profile,code,device", _params())
