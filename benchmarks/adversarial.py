@@ -2,13 +2,15 @@
 one line per (case, profile, device) and a summary: how many verdicts matched, and the wall time.
 
     python benchmarks/adversarial.py [--device cpu|cuda|all] [--jobs 8] [--cache-dir DIR] [--only SUBSTR]
-                                     [--evaluator]
+                                     [--evaluator | --service]
 
 Parallel evaluations share the build cache, so each distinct extension is compiled once; they also
 share the GPU, which is fine for verdicts (the suite's tests run them one at a time). With
 `--evaluator`, the evaluations go through an `Evaluator` per device (warm workers forked from its
 zygotes, the device lock), as the agent, training and the benchmark run them, instead of one
-`evaluate` each. Exit status 1 when any verdict differs from the case's expectation.
+`evaluate` each. With `--service`, through a warm evaluation service per device (`cuda-agent serve`,
+in a thread of this process, each request over its socket): the verdicts must be the same. Exit
+status 1 when any verdict differs from the case's expectation.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 import test_adversarial as adv  # noqa: E402  (the suite's case parser and runner)
+from cuda_agent.evaluate.service import ServiceClient, running  # noqa: E402
 
 
 def main() -> int:
@@ -33,8 +36,11 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "cuda-agent-adv-cache")
     ap.add_argument("--only", default="", help="run only cases whose id contains this")
-    ap.add_argument("--evaluator", action="store_true",
-                    help="evaluate through an Evaluator per device (pooled, forked workers)")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--evaluator", action="store_true",
+                     help="evaluate through an Evaluator per device (pooled, forked workers)")
+    how.add_argument("--service", action="store_true",
+                     help="evaluate through a warm evaluation service per device (its socket, its pool)")
     args = ap.parse_args()
     devices = adv.DEVICES if args.device == "all" else (args.device,)
     jobs = [(c, p, code, d) for c in adv.CASES if args.only in c.id for p, code in c.expects
@@ -58,11 +64,16 @@ def main() -> int:
         return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s
 
     bad = 0
-    evaluators = {d: adv.Evaluator(adv.EvalConfig(device=d, cache_dir=args.cache_dir), jobs=args.jobs)
-                  for d in devices} if args.evaluator else {}
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(args.jobs) as pool:
-        for ev in evaluators.values():
-            stack.enter_context(ev)
+        evaluators = {}
+        for d in devices if args.evaluator or args.service else ():
+            cfg = adv.EvalConfig(device=d, cache_dir=args.cache_dir)
+            if args.service:
+                sock = Path(tempfile.mkdtemp(prefix="adv-svc-")) / "s.sock"
+                stack.enter_context(running(cfg, sock, jobs=args.jobs))
+                evaluators[d] = stack.enter_context(ServiceClient(sock))
+            else:
+                evaluators[d] = stack.enter_context(adv.Evaluator(cfg, jobs=args.jobs))
         for fut in as_completed([pool.submit(one, j) for j in jobs]):
             (case, profile, code, device), ok, got, secs = fut.result()
             bad += not ok
@@ -72,7 +83,7 @@ def main() -> int:
     wall = time.monotonic() - t0
     print(f"\n{len(jobs) - bad}/{len(jobs)} verdicts as expected, {bad} not; wall {wall:.0f} s "
           f"with {args.jobs} parallel evaluations ({', '.join(devices)}"
-          f"{', through an Evaluator' if evaluators else ''})")
+          f"{', through a service' if args.service else ', through an Evaluator' if evaluators else ''})")
     return 1 if bad else 0
 
 

@@ -10,13 +10,14 @@
 # bounds the suite. GPU_TESTS (default: the evaluator's three test files) picks the tests of the gpu
 # step, e.g. GPU_TESTS=tests/ for every GPU test, with GPU_TESTS_LIMIT (default 300) to match;
 # BENCH_LIMIT (default 150) bounds the bench step (a cold machine builds its four solutions first).
+# ADV_HOW=--service runs the suite through a warm evaluation service instead of an Evaluator.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 steps=" ${STEPS:-adversarial bench gpu} "
 if [[ $steps == *" adversarial "* ]]; then
     t0=$(date +%s)
-    timeout "${ADV_LIMIT:-480}" python3 benchmarks/adversarial.py --device cuda --jobs 16 --evaluator \
+    timeout "${ADV_LIMIT:-480}" python3 benchmarks/adversarial.py --device cuda --jobs 16 "${ADV_HOW:---evaluator}" \
         --cache-dir "$CUDA_AGENT_CACHE" > "$OUT/adversarial.log" 2>&1
     echo "adversarial: rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/adversarial.log")"
     grep -v "^ok " "$OUT/adversarial.log" | grep -v "^$" | tail -5
