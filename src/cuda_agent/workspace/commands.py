@@ -184,10 +184,11 @@ def _evaluate(task, candidate, cfg):
     from cuda_agent.evaluate.service import connect
 
     try:
-        client, how = connect(cfg, default_service_mode())
+        client, _why = connect(cfg, default_service_mode())
     except ValueError as exc:
         raise CudaAgentError(str(exc)) from None
-    print(f"({how})", file=sys.stderr)
+    # one short line: the agent reads it as tool output
+    print("(evaluated through the warm service)" if client else "(evaluated in-process)", file=sys.stderr)
     if client is None:
         return evaluate(task, candidate, cfg)
     with client:
