@@ -188,7 +188,7 @@ def _evaluate(task, candidate, cfg):
     except ValueError as exc:
         raise CudaAgentError(str(exc)) from None
     # one short line: the agent reads it as tool output
-    print("(evaluated through the warm service)" if client else "(evaluated in-process)", file=sys.stderr)
+    print("(evaluating through the warm service)" if client else "(evaluating in-process)", file=sys.stderr)
     if client is None:
         return evaluate(task, candidate, cfg)
     with client:
