@@ -191,6 +191,11 @@ def test_one_service_per_socket_and_a_dead_ones_socket_is_taken_over(cache_dir, 
         with pytest.raises(ServiceError, match="already listens"):
             Service(_cfg(cache_dir), path, warm=0)
     assert not path.exists()  # removed on the way out
+    path.write_text("a user's file")  # never taken for a dead service's socket
+    with pytest.raises(ServiceError, match="not a socket"):
+        Service(_cfg(cache_dir), path, warm=0)
+    assert path.read_text() == "a user's file"
+    path.unlink()
     dead = socket.socket(socket.AF_UNIX)
     dead.bind(str(path))  # the socket file of a service that died without removing it
     dead.close()

@@ -33,6 +33,7 @@ import select
 import signal
 import socket
 import socketserver
+import stat
 import struct
 import subprocess
 import sys
@@ -190,6 +191,8 @@ class Service:
         removed."""
         if not self.path.exists() and not self.path.is_symlink():
             return
+        if not stat.S_ISSOCK(self.path.lstat().st_mode):
+            raise ServiceError(f"{self.path} exists and is not a socket; give the service another --socket")
         try:
             info = ping(self.path, timeout=5.0)
         except ServiceError:
