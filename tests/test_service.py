@@ -61,8 +61,8 @@ def _wait(condition, timeout: float = 120.0, what: str = "") -> None:
 def test_an_evaluation_through_the_service_gets_the_in_process_verdict(cache_dir, sock_dir):
     cfg = _cfg(cache_dir, timing=True, timing_budget_s=0.05, seeds=[11, 12, 13, 14, 15, 16, 17, 18, 19])
     here = evaluate(TASK, load_candidate(CORRECT), cfg)
-    with running(cfg, sock_dir / "s.sock"), ServiceClient(sock_dir / "s.sock") as client:
-        there = client.evaluate(TASK, load_candidate(CORRECT), cfg)
+    with running(cfg, sock_dir / "s.sock"), ServiceClient(sock_dir / "s.sock", config=cfg) as client:
+        there = client.evaluate(TASK, load_candidate(CORRECT))  # the client's config, as an Evaluator's
         info = ping(sock_dir / "s.sock")
     assert here.correct and there.correct, there.reasons
     assert there.reward >= 1 and there.failures == []
@@ -219,6 +219,7 @@ def test_connect_says_when_and_why_it_evaluates_in_process(cache_dir, sock_dir, 
         assert client is None and "uses the cache" in how
         client, how = connect(cfg, "auto", path)
         assert client is not None and how.startswith("evaluating through the service")
+        assert client.config is cfg  # evaluations without a config of their own run with this one
         client.close()
 
 

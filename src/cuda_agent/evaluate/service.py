@@ -339,14 +339,16 @@ def stop(path: Path | None = None, timeout: float = 60.0) -> int:
 
 class ServiceClient(EvaluatorBase):
     """An `EvaluatorBase` whose evaluations run in the service at `path`; up to `jobs` requests
-    wait at once (the service queues them on its own pool)."""
+    wait at once (the service queues them on its own pool). `config`: the default of every
+    evaluation, as an Evaluator's (each call may pass its own)."""
 
-    def __init__(self, path: Path | None = None, jobs: int = 64):
+    def __init__(self, path: Path | None = None, jobs: int = 64, config: EvalConfig | None = None):
         self.path = Path(path or socket_path())
+        self.config = config or EvalConfig()
         self._executor = ThreadPoolExecutor(jobs, thread_name_prefix="cuda-agent-service")
 
     def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> Future:
-        return self._executor.submit(self._evaluate, task, candidate, config or EvalConfig())
+        return self._executor.submit(self._evaluate, task, candidate, config or self.config)
 
     def _evaluate(self, task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
         req = {"op": "evaluate", "task": _task_json(task), "candidate": _candidate_json(candidate),
@@ -422,7 +424,7 @@ def connect(config: EvalConfig, mode: str = "auto", path: Path | None = None) ->
         return None, f"evaluating in-process: the service at {p} uses the cache {info['cache_dir']}, not {config.cache_dir}"
     if resolve_device(config.device) != info["device"]:
         return None, f"evaluating in-process: the service at {p} runs on {info['device']}, not {config.device}"
-    return ServiceClient(p), how
+    return ServiceClient(p, config=config), how
 
 
 @contextlib.contextmanager
