@@ -220,7 +220,10 @@ def test_connect_says_when_and_why_it_evaluates_in_process(cache_dir, sock_dir, 
         client, how = connect(cfg, "auto", path)
         assert client is not None and how.startswith("evaluating through the service")
         assert client.config is cfg  # evaluations without a config of their own run with this one
-        client.close()
+        with client:
+            [res] = client.map([(TASK, load_candidate(CORRECT))])  # as bench's runner submits
+        assert res.correct, res.reasons
+        assert res.config["policy"] == "kernelbench" and res.config["cache_dir"] == str(cache_dir)
 
 
 def _cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
