@@ -166,19 +166,21 @@ def _run(command: str, root: Path, args: argparse.Namespace) -> int:
         return _compile(candidate, device, args.json)
     cfg = EvalConfig(device=device, timing=command == "profile",
                      **({"trials": args.trials} if args.trials else {}))
-    res = _evaluate(task, candidate, cfg)
+    res, where = _evaluate(task, candidate, cfg)
     if args.json:
         print(json.dumps(res.to_json()))
     else:
         print(_report(command, res))
+    # last, one short line: the agent reads stdout and stderr together as the tool's output
+    print(f"(evaluated {where})", file=sys.stderr)
     if command == "verify":
         return EXIT_OK if res.correct else EXIT_FAILED
     return EXIT_OK if res.correct and res.times_ms.get("candidate") is not None else EXIT_FAILED
 
 
 def _evaluate(task, candidate, cfg):
-    """Through the warm evaluation service when one runs for this cache and device
-    (`$CUDA_AGENT_SERVICE`: auto, start or off), else in this process; a line on stderr says which."""
+    """The verdict, through the warm evaluation service when one runs for this cache and device
+    (`$CUDA_AGENT_SERVICE`: auto, start or off), else in this process; and which of the two."""
     from cuda_agent.evaluate import evaluate
     from cuda_agent.evaluate.config import default_service_mode
     from cuda_agent.evaluate.service import connect
@@ -187,12 +189,10 @@ def _evaluate(task, candidate, cfg):
         client, _why = connect(cfg, default_service_mode())
     except ValueError as exc:
         raise CudaAgentError(str(exc)) from None
-    # one short line: the agent reads it as tool output
-    print("(evaluating through the warm service)" if client else "(evaluating in-process)", file=sys.stderr)
     if client is None:
-        return evaluate(task, candidate, cfg)
+        return evaluate(task, candidate, cfg), "in-process"
     with client:
-        return client.evaluate(task, candidate, cfg)
+        return client.evaluate(task, candidate, cfg), "through the warm service"
 
 
 def forward(sock_path: str, command: str, argv: list[str]) -> int:
