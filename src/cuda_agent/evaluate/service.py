@@ -56,6 +56,7 @@ from cuda_agent.tasks import Task
 IDLE_EXIT_S = 1800.0  # a service started on demand exits after this long without work
 START_TIMEOUT_S = 300.0  # a service started on demand must answer within this (imports, CUDA, warm pool)
 MAX_REQUEST = 64 << 20  # bytes of one request line (a candidate's sources are at most a few MB)
+REFUSE_WAIT_S = 2.0  # how long a refused caller gets to finish sending its request
 
 
 class ServiceError(CudaAgentError, RuntimeError):
@@ -242,6 +243,13 @@ class Service:
         if peer_uid(sock) != os.getuid():  # the directory's mode should stop them first
             with self._lock:
                 self.refused += 1
+            # read (and ignore) their request first: closing on an unread request makes their send
+            # fail with a broken pipe, and they would never read why they were refused
+            sock.settimeout(REFUSE_WAIT_S)
+            try:
+                _recv(sock)
+            except (ValueError, OSError):
+                pass
             _send(sock, {"ok": False, "error": f"this service serves uid {os.getuid()} only"})
             return
         try:
@@ -307,7 +315,10 @@ def _request(path: Path, doc: dict[str, Any], timeout: float | None) -> dict[str
         except OSError as exc:
             raise ServiceError(f"no service answers at {path} ({exc.strerror or exc}); start one with "
                                "`cuda-agent serve`") from None
-        _send(sock, doc)
+        try:
+            _send(sock, doc)
+        except BrokenPipeError:
+            pass  # it answered and closed before reading all of it: its answer says why
         try:
             answer = _recv(sock)
         except (OSError, ValueError) as exc:
