@@ -291,10 +291,11 @@ class ModelNew(nn.Module):
 
 def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, cache_dir):
     """torch's load_inline waits without end for a lock file that only its builder removes; a worker
-    killed mid-build leaves it in the candidate's extension folder, which its next evaluation reuses."""
+    killed mid-build leaves it in the extension's build folder, which the next evaluation reuses."""
     path = candidate(tmp_path, INLINE_CPU, "inline.py")
-    build = cache_dir / "torch_extensions" / load_candidate(path).sha256[:16] / STALE_LOCK_NAME
-    build.mkdir(parents=True, exist_ok=True)
+    first = run(tmp_path, path, cache_dir, build_timeout_s=600)
+    assert first.correct, first.reasons
+    [build] = (cache_dir / "torch_extensions" / "by_source").glob(f"{STALE_LOCK_NAME}-*")
     (build / "lock").write_text("")  # as a build killed before it finished leaves it
     res = run(tmp_path, path, cache_dir, build_timeout_s=90)
     assert res.correct, res.reasons

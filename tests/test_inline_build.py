@@ -1,6 +1,6 @@
-"""Candidates' own `load_inline` builds with a precompiled torch/extension.h (worker/inline_build.py):
-the first build with a set of flags makes the header beside it, later builds include it, and the
-extensions they build work the same."""
+"""Candidates' own `load_inline` builds (worker/inline_build.py): with a precompiled torch/extension.h
+(the first build with a set of flags makes the header beside it, later builds include it, and the
+extensions they build work the same), and in folders named by their sources."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ BUILD = r"""
 import json, sys
 from pathlib import Path
 from cuda_agent.evaluate.worker import inline_build
-inline_build.install(sys.argv[1])
+inline_build.install(sys.argv[1], None)
 from torch.utils.cpp_extension import load_inline
 import torch
 src = "torch::Tensor shifted(torch::Tensor x) { return x.clamp_min(0) + %s; }" % sys.argv[2]
@@ -48,6 +48,47 @@ def test_the_first_build_makes_the_precompiled_header_and_later_builds_use_it(tm
     second = _build(root, 2, tmp_path)
     assert second == {"out": [2.0, 4.0], "included": True}
     assert [d for d in root.iterdir() if d.is_dir()] == [made]  # the same flags share one header
+
+
+ROUTED = r"""
+import json, sys
+from pathlib import Path
+from cuda_agent.evaluate.worker import inline_build
+inline_build.install(sys.argv[1], sys.argv[2])
+from torch.utils.cpp_extension import load_inline
+import torch
+src = "torch::Tensor shifted(torch::Tensor x) { return x.clamp_min(0) + %s; }" % sys.argv[3]
+m = load_inline(name="routed", cpp_sources=[src], functions=["shifted"], extra_cflags=["-O1"])
+folder = Path(m.__file__).parent
+print(json.dumps({"out": m.shifted(torch.tensor([-1.0, 2.0])).tolist(), "folder": str(folder),
+                  "included": "-include" in (folder / "build.ninja").read_text()}))
+"""
+
+
+def _routed(tmp_path: Path, shift: int, timeout: float = 900) -> dict:
+    out = subprocess.run([sys.executable, "-c", ROUTED, str(tmp_path / "pch"), str(tmp_path / "builds"),
+                          str(shift)], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_inline_builds_are_found_by_their_sources_and_never_rebuilt_for_a_header_that_came_later(tmp_path):
+    first = _routed(tmp_path, 1)
+    assert first["out"] == [1.0, 3.0] and not first["included"]
+    folder = Path(first["folder"])
+    assert folder.parent == tmp_path / "builds" and folder.name.startswith("routed-")
+    [so] = folder.glob("routed*.so")
+    built_at = so.stat().st_mtime_ns
+    (folder / "lock").write_text("")  # a build killed mid-way left torch's lock: nobody holds it
+    # the same sources again (another candidate, another process): the same folder, no rebuild, though
+    # a precompiled header exists by now and the old lock is there
+    again = _routed(tmp_path, 1, timeout=300)
+    assert again == first
+    assert so.stat().st_mtime_ns == built_at
+    assert not (folder / "lock").exists()
+    other = _routed(tmp_path, 2)  # other sources: a folder of their own, built with the header
+    assert other["out"] == [2.0, 4.0] and other["included"]
+    assert Path(other["folder"]) != folder
 
 
 def test_only_the_most_recently_used_headers_are_kept(tmp_path):

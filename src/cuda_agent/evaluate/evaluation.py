@@ -270,8 +270,9 @@ class Evaluation:
         self.stage_dir.mkdir()
         stage(self.cand, self.stage_dir)
         # A folder of torch's extension cache per candidate: model-written kernels name their
-        # load_inline extensions alike ("matmul_cuda"), and two of them built at once into one
-        # folder break each other's build; the same candidate again finds its build.
+        # extensions alike ("matmul_cuda"), and two of them built at once into one folder break
+        # each other's build; the same candidate again finds its build. (Its load_inline calls
+        # build in a folder named by their sources instead: worker/inline_build.py.)
         ext_dir = cfg.cache_dir / "torch_extensions" / self.cand.sha256[:16]
         self.env = {"TORCH_EXTENSIONS_DIR": str(ext_dir), "TMPDIR": str(tmp)}
         if self.gpu is not None:
@@ -361,7 +362,8 @@ class Evaluation:
                 extension=str(built.so_path) if built else None, device=self.device,
                 init_seed=self.seeds["init"], init_inputs=self.init_inputs, shm_dir=str(self.shm),
                 policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
-                pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None)
+                pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None,
+                inline_builds=str(cfg.cache_dir / "torch_extensions" / "by_source"))
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

@@ -1,4 +1,4 @@
-"""Faster cold builds of a candidate's own `load_inline` and `load` extensions, in its runner.
+"""Faster builds of a candidate's own `load_inline` and `load` extensions, in its runner.
 
 torch compiles an inline extension's host unit (main.cpp: torch/extension.h, then the candidate's
 C++ and its pybind11 bindings) from scratch every time, and reading torch's headers is most of that
@@ -13,6 +13,16 @@ unit's time. `install` hooks the function where torch writes the build's ninja f
   as the host unit) and published atomically under `<cache_dir>/pch/<flags digest>/`, so the next
   candidate with these flags finds it. The build waits for it before returning: nothing of it is
   left running when the candidate's code continues.
+
+A folder that already holds a build keeps the choice that build made: adding the header to an
+up-to-date build would change its ninja file and rebuild it.
+
+`load_inline` calls without a `build_directory` of their own build in a folder named by what they
+build (`<cache_dir>/torch_extensions/by_source/<name>-<digest of every argument>`), so two
+candidates that differ only outside their extension (the agent changing the Python side) share one
+build: torch's ninja file finds it up to date. One process at a time builds in such a folder,
+under an flock that the kernel releases when its holder dies; the holder first removes the build
+lock that a killed build left (torch waits for that file without end).
 
 The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
 rebuilds a header inside torch's install, and which every call without it deletes) is not used.
@@ -102,18 +112,33 @@ def prune(root: Path, keep: int = KEEP) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def install(root: str | os.PathLike[str]) -> None:
-    """Hook torch's ninja-file writer and its `load_inline`/`load` for this process (the runner,
-    before the candidate's code runs). `root`: where precompiled headers live."""
-    import torch.utils.cpp_extension as ce
+def source_dir(root: Path, arguments: dict[str, Any]) -> Path:
+    """The build folder of a `load_inline` call (its bound arguments) under `root`: named by the
+    extension and a digest of every argument that shapes the build, and of torch. Anything the
+    digest missed still cannot give a wrong build: ninja rebuilds what changed in the folder."""
+    import torch
 
-    writer = getattr(ce, "_write_ninja_file", None)
-    if writer is None or getattr(writer, "_cuda_agent", False):
-        return
-    params = inspect.signature(writer).parameters
-    if not {"cflags", "post_cflags"} <= set(params):
-        return  # a torch whose writer we do not know: build as torch does
-    root = Path(root)
+    shaping = {k: v for k, v in arguments.items() if k not in ("build_directory", "verbose")}
+    text = json.dumps([shaping, torch.__version__, os.environ.get("TORCH_CUDA_ARCH_LIST"),
+                       os.environ.get("CXX")], sort_keys=True, default=repr)
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(arguments.get("name")))[:64]
+    return root / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+@contextlib.contextmanager
+def building_in(folder: Path):
+    """Hold `folder` for one build: an exclusive flock (released by the kernel if we die), then
+    torch's own build lock cleared, since nobody alive can be building here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".cuda-agent.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(folder / "lock")
+        yield
+
+
+def _with_pch(writer: Callable[..., Any], root: Path) -> Callable[..., Any]:
+    """torch's ninja-file writer, giving the host unit the precompiled header (module docstring)."""
 
     def write_ninja_file(*args: Any, **kwargs: Any) -> Any:
         bound = inspect.signature(writer).bind(*args, **kwargs)
@@ -123,26 +148,63 @@ def install(root: str | os.PathLike[str]) -> None:
             cxx = os.environ.get("CXX", "c++")
             digest = flags_digest(cxx, cflags, post)
             ready = root / digest / HEADER
-            if (root / digest / f"{HEADER}.gch").is_file():
-                bound.arguments["cflags"] = [f"-include {shlex.quote(str(ready))}", *cflags]
-                os.utime(root / digest)  # recently used: kept by `prune`
-            else:
+            include = f"-include {shlex.quote(str(ready))}"
+            have = (root / digest / f"{HEADER}.gch").is_file()
+            ninja = Path(bound.arguments["path"])
+            previous = ninja.read_text(errors="replace") if ninja.is_file() else None
+            if previous is not None:
+                use = have and include in previous  # an earlier build here: keep its choice
+            elif not have:
                 _start_pch(root, digest, lambda h, o: pch_command(cxx, cflags, post, h, o))
+                use = False
+            else:
+                use = True
+            if use:
+                bound.arguments["cflags"] = [include, *cflags]
+                os.utime(root / digest)  # recently used: kept by `prune`
         except OSError:
             pass  # no precompiled header: the build is as torch makes it
         return writer(*bound.args, **bound.kwargs)
 
     write_ninja_file._cuda_agent = True  # type: ignore[attr-defined]
-    ce._write_ninja_file = write_ninja_file
+    return write_ninja_file
+
+
+def install(pch_root: str | os.PathLike[str] | None, builds_root: str | os.PathLike[str] | None) -> None:
+    """Hook torch's ninja-file writer and its `load_inline`/`load` for this process (the runner,
+    before the candidate's code runs). `pch_root`: where precompiled headers live (None: none are
+    used); `builds_root`: where `load_inline` calls without a build folder build (None: in torch's
+    default folder, TORCH_EXTENSIONS_DIR/<name>)."""
+    import torch.utils.cpp_extension as ce
+
+    if getattr(ce.load_inline, "_cuda_agent", False):
+        return
+    writer = getattr(ce, "_write_ninja_file", None)
+    if pch_root is not None and writer is not None and {"path", "cflags", "post_cflags"} <= set(
+            inspect.signature(writer).parameters):  # else a writer we do not know: build as torch does
+        ce._write_ninja_file = _with_pch(writer, Path(pch_root))
     for name in ("load_inline", "load"):
         original = getattr(ce, name)
+        signature = inspect.signature(original)
 
-        def waiting(*args: Any, __original=original, **kwargs: Any) -> Any:
+        def hooked(*args: Any, __original=original, __signature=signature, **kwargs: Any) -> Any:
             try:
-                return __original(*args, **kwargs)
+                bound = __signature.bind(*args, **kwargs)
+            except TypeError:
+                return __original(*args, **kwargs)  # torch says what is wrong with the call
+            routed = builds_root is not None and __original.__name__ == "load_inline" and \
+                not bound.arguments.get("build_directory")
+            try:
+                if not routed:
+                    return __original(*args, **kwargs)
+                folder = source_dir(Path(builds_root), bound.arguments)
+                with building_in(folder):
+                    bound.arguments["build_directory"] = str(folder)
+                    return __original(*bound.args, **bound.kwargs)
             finally:
                 finish_pending()
 
-        waiting.__wrapped__ = original  # type: ignore[attr-defined]
-        waiting.__name__, waiting.__doc__ = original.__name__, original.__doc__
-        setattr(ce, name, waiting)
+        hooked.__wrapped__ = original  # type: ignore[attr-defined]
+        hooked.__name__, hooked.__doc__ = original.__name__, original.__doc__
+        hooked._cuda_agent = True  # type: ignore[attr-defined]
+        setattr(ce, name, hooked)
