@@ -2,6 +2,7 @@
 
     python benchmarks/fresh.py stage                       # here: copy the chosen corpus kernels to .fresh/
     python benchmarks/fresh.py run --device cuda           # on the GPU (carry .fresh)
+    python benchmarks/fresh.py table a.json b.json         # one table from runs split over calls
 
 Candidates: single-file `load_inline` kernels that language models wrote for KernelBench level 1 and
 that KernelBench judged correct (`../shared/corpora/kernelbench-a100-runs`: one `__global__` kernel,
@@ -11,6 +12,8 @@ for a fresh candidate with its baselines cached. Steps (`--steps`):
 
 - `alone`: `--alone` fresh candidates one after the other through an `Evaluator` (warm workers, one
   evaluation at a time): the full evaluation's time and its phases (build, load, trials, timing);
+  after each, the same candidate with its Python edited outside the kernel (a new candidate whose
+  extension is built: the agent's usual next step);
 - `parallel`: `--n` fresh candidates through an `Evaluator` running `--jobs` at once: the median
   latency of one, and throughput in fresh candidates per minute;
 - `kernelbench`: KernelBench's method on the same kernels (a fresh process per candidate that
@@ -122,15 +125,22 @@ def verdict(res) -> dict:
 
 
 def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
+    """Each fresh candidate, then the same one with its Python edited outside the kernel (the
+    agent's usual next step): a new candidate whose extension is already built."""
     from cuda_agent.evaluate import Evaluator, load_candidate
 
-    rows = []
+    rows, edited = [], []
     with Evaluator(cfg, jobs=1) as ev:
         for task, path, name in candidates(stage, k, tmp):
             t0 = time.monotonic()
             res = ev.evaluate(task, load_candidate(path), cfg)
             rows.append({"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res)})
             log.put("alone", rows)
+            again = path.with_name(f"{path.stem}_edited.py")
+            again.write_text(path.read_text() + "\n# edited outside the kernel\n")
+            res = ev.evaluate(task, load_candidate(again), cfg)
+            edited.append({"name": name, **verdict(res)})
+            log.put("edited", edited)
 
 
 def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> None:
@@ -291,6 +301,8 @@ def table(doc: dict) -> None:
         for phase in ("load", "correctness", "timing"):
             vals = [r["phases_s"].get(phase, 0) for r in a]
             t.add_row(f"  of which {phase}", f"{statistics.median(vals):.1f} s", "")
+    if e := doc.get("edited"):
+        t.add_row(f"the same kernel, its Python edited (median of {len(e)})", med(e), "")
     if p := doc.get("parallel"):
         ok = sum(r["correct"] for r in p["rows"])
         t.add_row(f"fresh, {p['jobs']} at a time: median latency ({p['n']}, {ok} correct)",
@@ -345,6 +357,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    doc: dict = {}
+    for path in args.files:
+        try:
+            doc.update(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            sys.exit(f"fresh.py: {path}: not a --json file of `fresh.py run` ({exc})")
+    table(doc)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -365,6 +388,9 @@ def main() -> int:
     r.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh one")
     r.add_argument("--json", type=Path, default=None, help="write every figure here as it is measured")
     r.set_defaults(func=cmd_run)
+    t = sub.add_parser("table", help="one table from the --json files of several runs (a later file's steps win)")
+    t.add_argument("files", type=Path, nargs="+")
+    t.set_defaults(func=cmd_table)
     args = p.parse_args()
     return args.func(args)
 
