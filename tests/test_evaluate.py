@@ -289,15 +289,18 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, cache_dir):
+def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, monkeypatch):
     """torch's load_inline waits without end for a lock file that only its builder removes; a worker
-    killed mid-build leaves it in the extension's build folder, which the next evaluation reuses."""
+    killed mid-build leaves it in the extension's build folder, which the next evaluation reuses.
+    The cache is named relative to the caller's folder (`--cache-dir .cache`): the runner works in
+    a folder of its own, and the build must still land, and be found again, in the caller's."""
+    monkeypatch.chdir(tmp_path)
     path = candidate(tmp_path, INLINE_CPU, "inline.py")
-    first = run(tmp_path, path, cache_dir, build_timeout_s=600)
+    first = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600)
     assert first.correct, first.reasons
-    [build] = (cache_dir / "torch_extensions" / "by_source").glob(f"{STALE_LOCK_NAME}-*")
+    [build] = (tmp_path / "rel-cache" / "torch_extensions" / "by_source").glob(f"{STALE_LOCK_NAME}-*")
     (build / "lock").write_text("")  # as a build killed before it finished leaves it
-    res = run(tmp_path, path, cache_dir, build_timeout_s=90)
+    res = run(tmp_path, path, Path("rel-cache"), build_timeout_s=90)
     assert res.correct, res.reasons
     assert not (build / "lock").exists()
 

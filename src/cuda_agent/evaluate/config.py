@@ -18,7 +18,7 @@ TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` belo
 def default_cache_dir() -> Path:
     """`$CUDA_AGENT_CACHE`, else `$XDG_CACHE_HOME/cuda-agent`, else `~/.cache/cuda-agent`."""
     if env := os.environ.get("CUDA_AGENT_CACHE"):
-        return Path(env)
+        return Path(env).expanduser().absolute()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "cuda-agent"
 
@@ -165,9 +165,10 @@ class EvalConfig:
             raise ValueError(f"touch={self.touch!r}: use one of {', '.join(TOUCHES)} (default {TOUCHES[0]})")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:
             raise ValueError("timing: need timing_rounds >= 1 and 1 <= min_iters <= max_iters")
-        self.cache_dir = Path(self.cache_dir)
+        # absolute: the runner works in a folder of its own, where a relative path names another place
+        self.cache_dir = Path(self.cache_dir).expanduser().absolute()
         if self.work_dir is not None:
-            self.work_dir = Path(self.work_dir)
+            self.work_dir = Path(self.work_dir).expanduser().absolute()
 
     @property
     def n_seeds(self) -> int:
