@@ -124,6 +124,28 @@ def verdict(res) -> dict:
             "phases_s": res.phases_s, "total_s": res.phases_s.get("total")}
 
 
+def ninja_steps(root: Path) -> dict:
+    """The steps of the newest extension build under `root` (its `.ninja_log`: seconds per target,
+    the last run of each) and its compilers' flags (`build.ninja`): where a build's time went, to
+    compare ours with KernelBench's on the same kernel."""
+    logs = sorted(root.glob("**/.ninja_log"), key=lambda f: f.stat().st_mtime) if root.is_dir() else []
+    if not logs:
+        return {}
+    steps = {}
+    for line in logs[-1].read_text(errors="replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 4 and parts[0].isdigit():
+            steps[parts[3]] = round((int(parts[1]) - int(parts[0])) / 1e3, 2)
+    ninja = logs[-1].with_name("build.ninja")
+    flags = {}
+    if ninja.is_file():
+        for line in ninja.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(" = ")
+            if key in ("nvcc", "cxx", "cflags", "cuda_cflags", "cuda_post_cflags"):
+                flags[key] = value[:600]
+    return {"steps_s": steps, "flags": flags}
+
+
 def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
     """Each fresh candidate, then the same one with its Python edited outside the kernel (the
     agent's usual next step): a new candidate whose extension is already built."""
@@ -134,7 +156,8 @@ def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
         for task, path, name in candidates(stage, k, tmp):
             t0 = time.monotonic()
             res = ev.evaluate(task, load_candidate(path), cfg)
-            rows.append({"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res)})
+            rows.append({"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res),
+                         "ninja": ninja_steps(cfg.cache_dir / "torch_extensions" / "by_source")})
             log.put("alone", rows)
             again = path.with_name(f"{path.stem}_edited.py")
             again.write_text(path.read_text() + "\n# edited outside the kernel\n")
@@ -209,6 +232,7 @@ def kb_one(task_path: str, cand: Path, ext_dir: Path) -> dict:
         row.update(json.loads(out.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         row["error"] = out.stderr[-600:]
+    row["ninja"] = ninja_steps(ext_dir)
     return row
 
 
@@ -306,6 +330,18 @@ def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
                                         for r in res)})
 
 
+def build_steps(t, rows) -> None:
+    """Rows of the table: the median time of each step of the builds (ninja's log) in `rows`."""
+    steps: dict[str, list[float]] = {}
+    for r in rows:
+        for target, secs in (r.get("ninja") or {}).get("steps_s", {}).items():
+            kind = "nvcc (the CUDA unit)" if target.endswith(".cuda.o") else \
+                "the host unit" if target.endswith(".o") else "the link"
+            steps.setdefault(kind, []).append(secs)
+    for kind, vals in steps.items():
+        t.add_row(f"    build step: {kind} (median of {len(vals)})", f"{statistics.median(vals):.1f} s", "")
+
+
 def table(doc: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -323,6 +359,7 @@ def table(doc: dict) -> None:
         for phase in ("load", "correctness", "timing"):
             vals = [r["phases_s"].get(phase, 0) for r in a]
             t.add_row(f"  of which {phase}", f"{statistics.median(vals):.1f} s", "")
+        build_steps(t, a)
     if e := doc.get("edited"):
         t.add_row(f"the same kernel, its Python edited (median of {len(e)})", med(e), "")
     if p := doc.get("parallel"):
@@ -333,6 +370,7 @@ def table(doc: dict) -> None:
     if k := doc.get("kernelbench_alone"):
         t.add_row(f"KernelBench's method, alone (median of {len(k)})", med(k, "wall_s"), "")
         t.add_row("  of which its load_inline build", med(k, "build_s"), "")
+        build_steps(t, k)
     if k := doc.get("kernelbench_parallel"):
         t.add_row(f"KernelBench's method, {k['jobs']} at a time: median latency", f"{k['median_latency_s']} s", "")
         t.add_row(f"KernelBench's method, throughput", f"{k['per_minute']} / min", "")
