@@ -1,4 +1,5 @@
 import functools
+import importlib.util
 import os
 import sys
 import tempfile
@@ -54,3 +55,16 @@ def cache_dir(tmp_path_factory) -> Path:
     path = base / "cuda-agent-cache"
     path.mkdir(exist_ok=True)
     return path
+
+
+@pytest.fixture
+def benchmark_script():
+    """`load(name)`: the script benchmarks/<name>.py imported as a module, so that its own logic is
+    tested without running it."""
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"{name}_script", REPO / "benchmarks" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    return load

@@ -3,7 +3,6 @@ stored verdicts `forget` drops."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
 import subprocess
@@ -14,16 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _corpus():
-    spec = importlib.util.spec_from_file_location("corpus_script", ROOT / "benchmarks" / "corpus.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["corpus_script"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_groups_split_the_runs_with_kernels_left_evenly_and_never_overlap():
-    corpus = _corpus()
+def test_groups_split_the_runs_with_kernels_left_evenly_and_never_overlap(benchmark_script):
+    corpus = benchmark_script("corpus")
     runs = ["a", "b", "c", "d", "e"]
     left = {"a": 7, "b": 27, "c": 46, "d": 58, "e": 0}
     groups = [corpus.group_of(runs, left, i, 2) for i in (1, 2)]
@@ -33,11 +24,11 @@ def test_groups_split_the_runs_with_kernels_left_evenly_and_never_overlap():
     assert all(g == [r for r in runs if r in g] for g in groups)  # each keeps the run order
 
 
-def test_forget_drops_the_verdicts_with_the_codes_asked_for(tmp_path):
+def test_forget_drops_the_verdicts_with_the_codes_asked_for(tmp_path, benchmark_script):
     from cuda_agent.bench.store import Store
     from cuda_agent.evaluate.result import Code, EvalResult
 
-    corpus = _corpus()
+    corpus = benchmark_script("corpus")
     db = tmp_path / "run.sqlite"
     with Store(db) as store:
         store.open_run("r", {"taskset": "t", "solutions": "s", "device": "cpu", "policy": "none", "tasks": []})
@@ -53,11 +44,11 @@ def test_forget_drops_the_verdicts_with_the_codes_asked_for(tmp_path):
     assert left == {"bad"}, kinds  # reference_error is of kind infra; output_mismatch stays
 
 
-def test_forget_where_drops_only_the_kernels_named(tmp_path):
+def test_forget_where_drops_only_the_kernels_named(tmp_path, benchmark_script):
     from cuda_agent.bench.store import Store
     from cuda_agent.evaluate.result import Code, EvalResult
 
-    corpus = _corpus()
+    corpus = benchmark_script("corpus")
     db = tmp_path / "run.sqlite"
     with Store(db) as store:
         store.open_run("r", {"taskset": "t", "solutions": "s", "device": "cpu", "policy": "none", "tasks": []})
@@ -72,11 +63,11 @@ def test_forget_where_drops_only_the_kernels_named(tmp_path):
     assert left == {"level3/14_DenseNet"}  # "level3/4_" is not a part of "level3/14_"
 
 
-def test_pack_then_restore_carries_the_stores_logs_and_memory_needs(tmp_path):
+def test_pack_then_restore_carries_the_stores_logs_and_memory_needs(tmp_path, benchmark_script):
     from cuda_agent.bench.store import Store
     from cuda_agent.evaluate.result import EvalResult
 
-    corpus = _corpus()
+    corpus = benchmark_script("corpus")
     runs, memory = tmp_path / "device" / "runs", tmp_path / "device" / "memory"
     runs.mkdir(parents=True)
     memory.mkdir()
@@ -127,11 +118,12 @@ with open(EVENTS, "a") as f:
 '''
 
 
-def _staged_with_fake_bench(tmp_path: Path, problems: dict[str, list[int]], delay: dict[str, float]):
+def _staged_with_fake_bench(tmp_path: Path, problems: dict[str, list[int]], delay: dict[str, float],
+                            benchmark_script):
     """A staged corpus of empty kernels (`problems` per run, level 1), and a fake bench that stores a
     verdict per kernel every `delay[run]` seconds and logs its start and end to the events file.
     Returns (staged folder, events file, the --cli that calls the fake)."""
-    corpus = _corpus()
+    corpus = benchmark_script("corpus")
     staged, events = tmp_path / "staged", tmp_path / "events"
     rows = []
     for run, numbers in problems.items():
@@ -148,11 +140,12 @@ def _staged_with_fake_bench(tmp_path: Path, problems: dict[str, list[int]], dela
     return staged, events, f"{sys.executable} {fake}"
 
 
-def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
+def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path, benchmark_script):
     """With fewer kernels left in the running bench than it has jobs, the next run's bench starts
     beside it; each store gets every verdict."""
-    corpus = _corpus()
-    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1], "b": [2, 3]}, {"a": 3.0, "b": 0.2})
+    corpus = benchmark_script("corpus")
+    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1], "b": [2, 3]}, {"a": 3.0, "b": 0.2},
+                                                  benchmark_script)
     argv = ["run", "--staged", str(staged), "--cli", cli, "--device", "cpu", "--jobs", "4"]
     assert _script(argv, timeout=60).returncode == 0
     log = [line.split() for line in events.read_text().splitlines()]
@@ -162,9 +155,10 @@ def test_run_starts_the_next_bench_beside_the_tail_of_the_running_one(tmp_path):
         assert corpus.verdicts(staged / "runs" / f"{run}.sqlite") == n
 
 
-def test_run_stops_its_benches_by_the_deadline(tmp_path):
+def test_run_stops_its_benches_by_the_deadline(tmp_path, benchmark_script):
     # b waits for a's tail, which never comes
-    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1, 2, 3, 4, 5], "b": [6]}, {"a": 60.0, "b": 60.0})
+    staged, events, cli = _staged_with_fake_bench(tmp_path, {"a": [1, 2, 3, 4, 5], "b": [6]}, {"a": 60.0, "b": 60.0},
+                                                  benchmark_script)
     t0 = time.monotonic()
     argv = ["run", "--staged", str(staged), "--cli", cli, "--device", "cpu",
             "--jobs", "2", "--deadline", "6", "--grace", "3", "--min-left", "0"]

@@ -3,7 +3,6 @@ ninja's log, and how runs split over several device calls become one table."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,16 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fresh():
-    spec = importlib.util.spec_from_file_location("fresh_script", ROOT / "benchmarks" / "fresh.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fresh_script"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_a_fresh_variant_changes_the_extension_source_and_nothing_else():
-    fresh = _fresh()
+def test_a_fresh_variant_changes_the_extension_source_and_nothing_else(benchmark_script):
+    fresh = benchmark_script("fresh")
     src = 'cuda = """\n#include <torch/extension.h>\n__global__ void k() {}\n"""\nx = 1\n'
     new = fresh.fresh_variant(src, "abc123")
     assert new != src
@@ -36,10 +27,10 @@ def _build_folder(path: Path, log: str, ninja: str) -> Path:
     return path
 
 
-def test_ninja_steps_reads_the_newest_builds_last_run_of_each_target(tmp_path):
+def test_ninja_steps_reads_the_newest_builds_last_run_of_each_target(tmp_path, benchmark_script):
     import os
 
-    fresh = _fresh()
+    fresh = benchmark_script("fresh")
     old = _build_folder(tmp_path / "a-1", "# ninja log v7\n0\t5000\t1\tmain.o\tx\n", "cxx = c++\n")
     os.utime(old / ".ninja_log", (1, 1))
     log = ("# ninja log v7\n"
