@@ -283,6 +283,7 @@ class Service:
             return
         with self._lock:
             self.in_flight += 1
+        counted = True
         try:
             future = self.evaluator.submit(task, cand, cfg)
             while True:
@@ -295,14 +296,18 @@ class Service:
                             with self._lock:
                                 self.cancelled += 1
                         return
-            with self._lock:
+            with self._lock:  # before the answer: a caller's next ping must see it done
                 self.served += 1
+                self.in_flight -= 1
+                self._last = time.monotonic()
+                counted = False
             with contextlib.suppress(OSError):
                 _send(sock, {"ok": True, "result": result.to_json()})
         finally:
-            with self._lock:
-                self.in_flight -= 1
-                self._last = time.monotonic()
+            if counted:
+                with self._lock:
+                    self.in_flight -= 1
+                    self._last = time.monotonic()
 
 
 def _request(path: Path, doc: dict[str, Any], timeout: float | None) -> dict[str, Any]:
