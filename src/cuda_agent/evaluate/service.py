@@ -283,31 +283,30 @@ class Service:
             return
         with self._lock:
             self.in_flight += 1
-        counted = True
+        result = None
         try:
-            future = self.evaluator.submit(task, cand, cfg)
-            while True:
-                try:
-                    result = future.result(timeout=0.2)
-                    break
-                except TimeoutError:
-                    if _gone(sock):  # nobody will read the verdict: drop it while it is still queued
-                        if future.cancel():
-                            with self._lock:
-                                self.cancelled += 1
-                        return
+            result = self._verdict(sock, self.evaluator.submit(task, cand, cfg))
+        finally:
             with self._lock:  # before the answer: a caller's next ping must see it done
-                self.served += 1
                 self.in_flight -= 1
+                self.served += result is not None
                 self._last = time.monotonic()
-                counted = False
+        if result is not None:
             with contextlib.suppress(OSError):
                 _send(sock, {"ok": True, "result": result.to_json()})
-        finally:
-            if counted:
-                with self._lock:
-                    self.in_flight -= 1
-                    self._last = time.monotonic()
+
+    def _verdict(self, sock: socket.socket, future: Future) -> EvalResult | None:
+        """The evaluation's result, or None when its caller went away while it was still queued
+        (it is cancelled then: nobody would read it)."""
+        while True:
+            try:
+                return future.result(timeout=0.2)
+            except TimeoutError:
+                if _gone(sock):
+                    if future.cancel():
+                        with self._lock:
+                            self.cancelled += 1
+                    return None
 
 
 def _request(path: Path, doc: dict[str, Any], timeout: float | None) -> dict[str, Any]:
