@@ -270,11 +270,9 @@ def timed_cli(args: list[str], env: dict, repeat: int, warm_ups: int = 1) -> dic
                              timeout=600)
         return out, time.monotonic() - t0
 
-    warmed = 0
-    while True:
+    for warmed in range(1, warm_ups + 1):
         out, _ = once()
-        warmed += 1
-        if warmed >= warm_ups or baselines_source(out.stdout) in (None, "cached"):
+        if baselines_source(out.stdout) in (None, "cached"):
             break
     walls, sources = [], []
     for _ in range(repeat):
