@@ -143,7 +143,8 @@ def ninja_steps(root: Path) -> dict:
             key, _, value = line.partition(" = ")
             if key in ("nvcc", "cxx", "cflags", "cuda_cflags", "cuda_post_cflags"):
                 flags[key] = value[:600]
-    return {"steps_s": steps, "flags": flags}
+    hows = [f.read_text(errors="replace").partition("\n")[0] for f in logs[-1].parent.glob("*.how")]
+    return {"steps_s": steps, "flags": flags, **({"cuda_compile": hows[0]} if hows else {})}
 
 
 def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
@@ -338,6 +339,9 @@ def build_steps(t, rows) -> None:
             steps.setdefault(kind, []).append(secs)
     for kind, vals in steps.items():
         t.add_row(f"    build step: {kind} (median of {len(vals)})", f"{statistics.median(vals):.1f} s", "")
+    hows = [h for r in rows if (h := (r.get("ninja") or {}).get("cuda_compile"))]
+    if hows:  # light_nvcc.py's note: the light torch/extension.h, or the source as written
+        t.add_row("    CUDA units compiled with the light torch/extension.h", f"{hows.count('light')} of {len(hows)}", "")
 
 
 def table(doc: dict) -> None:

@@ -38,10 +38,12 @@ def test_ninja_steps_reads_the_newest_builds_last_run_of_each_target(tmp_path, b
            "0\t40000\t1\tcuda.cuda.o\th2\n"
            "40000\t40300\t1\text.so\th3\n"
            "0\t1200\t2\tmain.o\th4\n")  # built again later: the last run counts
-    _build_folder(tmp_path / "b-2", log, "nvcc = /usr/local/cuda/bin/nvcc\ncuda_cflags = -O3 -gencode=x\nrule cc\n")
+    new = _build_folder(tmp_path / "b-2", log, "nvcc = /usr/local/cuda/bin/nvcc\ncuda_cflags = -O3 -gencode=x\nrule cc\n")
+    (new / "cuda.cuda.o.how").write_text("as written\nerror: torch::nn is not a namespace\n")  # light_nvcc.py's
     got = fresh.ninja_steps(tmp_path)
     assert got["steps_s"] == {"main.o": 1.2, "cuda.cuda.o": 40.0, "ext.so": 0.3}
     assert got["flags"] == {"nvcc": "/usr/local/cuda/bin/nvcc", "cuda_cflags": "-O3 -gencode=x"}
+    assert got["cuda_compile"] == "as written"
     assert fresh.ninja_steps(tmp_path / "missing") == {}
 
 
@@ -53,7 +55,7 @@ def _table(*files: Path) -> subprocess.CompletedProcess:
 def _row(name: str, total: float, load: float, nvcc: float) -> dict:
     return {"name": name, "correct": True, "reward": 1, "reasons": [], "total_s": total,
             "phases_s": {"load": load, "correctness": 0.5, "timing": 0.4, "total": total},
-            "ninja": {"steps_s": {"cuda.cuda.o": nvcc, "main.o": 9.0, "x.so": 0.3}, "flags": {}}}
+            "ninja": {"steps_s": {"cuda.cuda.o": nvcc, "main.o": 9.0, "x.so": 0.3}, "flags": {}, "cuda_compile": "light"}}
 
 
 def test_the_table_merges_runs_split_over_calls(tmp_path):
@@ -69,6 +71,7 @@ def test_the_table_merges_runs_split_over_calls(tmp_path):
     assert "build step: nvcc (the CUDA unit) (median of 1)" in text
     assert "50.0 s" in text and "37.5 s" in text
     assert "baselines cached 1/1" in text
+    assert "CUDA units compiled with the light torch/extension.h" in text and "1 of 1" in text
 
 
 def test_the_table_says_which_file_is_not_a_runs_json(tmp_path):

@@ -95,6 +95,10 @@ class EvalConfig:
     """Candidates' own `load_inline`/`load` builds: their host unit includes a precompiled header of
     torch/extension.h (one per set of compiler flags, under `cache_dir/pch`, built beside the first
     build that needs it) instead of parsing torch's headers each time (worker/inline_build.py)."""
+    inline_light_headers: bool = True
+    """Candidates' own CUDA units that include torch/extension.h are compiled first with torch's
+    tensor API (torch/types.h) in that header's place, and again as written where that does not
+    compile (worker/light_nvcc.py): nvcc then parses a fraction of libtorch instead of all of it."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
     stream when forward returns (`stream_race` otherwise; worker/runner.py, `StreamCheck`). A kernel that leaves

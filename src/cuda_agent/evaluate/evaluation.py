@@ -363,7 +363,8 @@ class Evaluation:
                 init_seed=self.seeds["init"], init_inputs=self.init_inputs, shm_dir=str(self.shm),
                 policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
                 pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None,
-                inline_builds=str(cfg.cache_dir / "torch_extensions" / "by_source"))
+                inline_builds=str(cfg.cache_dir / "torch_extensions" / "by_source"),
+                light_headers=cfg.inline_light_headers)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

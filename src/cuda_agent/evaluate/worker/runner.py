@@ -90,7 +90,8 @@ class Runner:
     def cmd_load(self, stage_dir: str, extension: str | None, device: str, init_seed: int,
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
                  touch: str, ipc_segments: bool = True, stream_check: bool = False,
-                 pch_dir: str | None = None, inline_builds: str | None = None) -> dict[str, Any]:
+                 pch_dir: str | None = None, inline_builds: str | None = None,
+                 light_headers: bool = False) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard, weights
@@ -106,12 +107,13 @@ class Runner:
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
         self.code_root = stage_dir  # the candidate's files: the frames its error messages show
-        if (pch_dir or inline_builds) and "cpp_extension" in (Path(stage_dir) / "model_new.py").read_text(
+        if (pch_dir or inline_builds or light_headers) and "cpp_extension" in (Path(stage_dir) / "model_new.py").read_text(
                 errors="replace"):
             from cuda_agent.evaluate.worker import inline_build
 
-            # its own load_inline builds: a precompiled torch/extension.h, a folder by their sources
-            inline_build.install(pch_dir, inline_builds)
+            # its own load_inline builds: a precompiled torch/extension.h, a folder by their sources,
+            # CUDA units through a light torch/extension.h first
+            inline_build.install(pch_dir, inline_builds, light_headers)
         self.integrity = guard.Integrity()  # before any candidate code runs
         self.extension_claim = claim_extension_dir()
         if extension:

@@ -1,0 +1,84 @@
+"""nvcc for a candidate's CUDA unit, with a light <torch/extension.h> first (run as a script).
+
+    python -I -S light_nvcc.py SHIM_DIR 'REAL NVCC WORDS' NVCC_ARGS...
+
+Most model-written CUDA sources include <torch/extension.h> for `torch::Tensor` and a few factory
+functions. That header is all of libtorch's C++ frontend and Python/pybind11, and nvcc parses
+whatever a unit includes three times in a row (its front end, the device compiler, the host
+compiler): on an H200 machine about 55 s for a one-kernel unit, against about 20 s with torch's
+tensor API alone (<torch/types.h>, which torch/extension.h includes too).
+
+So a unit whose source includes <torch/extension.h> is compiled first with `-I SHIM_DIR` ahead of
+every other include folder: SHIM_DIR/torch/extension.h includes <torch/types.h> only. The source,
+its line numbers and every flag stay the candidate's own; a unit that compiles so uses nothing
+beyond torch's tensor API, and the headers it gets are a subset of those it asked for. A unit that
+does not compile so (it uses `torch::nn`, pybind11, a name only the full header brings in, or it
+has an error of its own) is compiled again exactly as written, and only that compile's output and
+exit status are what the build sees. A unit without <torch/extension.h> is compiled as written.
+
+`OUT.how` (beside the object file) says which compile made it on its first line, `light` or
+`as written`; after the latter, the light attempt's errors (why it could not be used).
+Standard library only: it runs once per CUDA unit, before anything else of the package loads.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"]", re.M)
+
+
+def option_value(args: list[str], flag: str) -> str | None:
+    """The word after `flag` in `args` (`-c SRC`, `-o OUT`), or None."""
+    for i, a in enumerate(args[:-1]):
+        if a == flag:
+            return args[i + 1]
+    return None
+
+
+def wants_light(source: str | None) -> bool:
+    """Whether the unit's own source includes <torch/extension.h>."""
+    if source is None:
+        return False
+    try:
+        with open(source, "rb") as f:
+            return INCLUDE.search(f.read()) is not None
+    except OSError:
+        return False
+
+
+def note(out: str | None, how: str, why: bytes = b"") -> None:
+    if out is not None:
+        try:
+            with open(out + ".how", "wb") as f:
+                f.write(how.encode() + b"\n" + why[-4000:])
+        except OSError:
+            pass  # a note for reports, never a reason to fail a build
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.stderr.write("usage: light_nvcc.py SHIM_DIR 'REAL NVCC' NVCC_ARGS...\n")
+        return 2
+    shim, real, args = argv[0], shlex.split(argv[1]), argv[2:]
+    out, why = option_value(args, "-o"), b""
+    if wants_light(option_value(args, "-c")):
+        light = subprocess.run([*real, "-I", shim, *args], capture_output=True)
+        if light.returncode == 0:
+            sys.stdout.buffer.write(light.stdout)  # its warnings, as ninja would have shown them
+            sys.stderr.buffer.write(light.stderr)
+            note(out, "light")
+            return 0
+        why = light.stderr
+    sys.stdout.flush()
+    rc = subprocess.call([*real, *args])
+    if rc == 0:
+        note(out, "as written", why)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
