@@ -55,13 +55,13 @@ def main() -> int:
             res = adv._run(case, profile, device, args.cache_dir, work / f"{case.id}-{profile}-{device}",
                            evaluators.get(device))
         except Exception as exc:  # a harness bug: report it as such
-            return job, None, f"EXCEPTION {exc!r}", time.monotonic() - s
+            return job, None, f"EXCEPTION {exc!r}", time.monotonic() - s, None
         got = adv._codes(res)
         if code == adv.PASS:
             ok = res.correct and res.reward >= 1 and not got
         else:
             ok = res.reward == -1 and bool(set(code.split("|")) & set(got))
-        return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s
+        return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s, res
 
     bad = 0
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(args.jobs) as pool:
@@ -75,11 +75,15 @@ def main() -> int:
             else:
                 evaluators[d] = stack.enter_context(adv.Evaluator(cfg, jobs=args.jobs))
         for fut in as_completed([pool.submit(one, j) for j in jobs]):
-            (case, profile, code, device), ok, got, secs = fut.result()
+            (case, profile, code, device), ok, got, secs, res = fut.result()
             bad += not ok
             mark = "ok  " if ok else "FAIL"
             print(f"{mark} {case.id:38s} {profile:11s} {device:4s} want {code:34s} got {got[:60]:60s} "
                   f"{secs:6.1f}s", flush=True)
+            if not ok and res is not None:  # what the verdict rests on, to tell a hole from a flake
+                for r in res.reasons:
+                    print(f"       {r.code.value}: {' | '.join(r.message.strip().splitlines()[-3:])[:300]}")
+                print(f"       phases: {res.phases_s}")
     wall = time.monotonic() - t0
     print(f"\n{len(jobs) - bad}/{len(jobs)} verdicts as expected, {bad} not; wall {wall:.0f} s "
           f"with {args.jobs} parallel evaluations ({', '.join(devices)}"

@@ -120,8 +120,9 @@ def candidates(stage: Path, n: int, tmp: Path):
 
 
 def verdict(res) -> dict:
+    notes = [f"{r.code.value}: {r.message.strip()[:400]}" for r in res.reasons if not r.is_failure]
     return {"correct": res.correct, "reward": res.reward, "reasons": [r.code.value for r in res.failures],
-            "phases_s": res.phases_s, "total_s": res.phases_s.get("total")}
+            "phases_s": res.phases_s, "total_s": res.phases_s.get("total"), **({"notes": notes} if notes else {})}
 
 
 def ninja_steps(root: Path) -> dict:

@@ -432,7 +432,8 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
             res = EvalResult(task="t", candidate=str(self.cand))
             calls.append(self.cand)
             if self.cand == "oom" and calls.count("oom") == 1:
-                res.add(Code.OUT_OF_MEMORY, "CUDA out of memory (a neighbour held it)")
+                res.add(Code.OUT_OF_MEMORY, "the judge failed:\nTraceback (most recent call last):\n  File x\n"
+                                            "torch.OutOfMemoryError: CUDA out of memory (a neighbour held it)\n")
             elif self.cand == "bad":
                 res.add(Code.OUTPUT_MISMATCH, "wrong")
             else:
@@ -447,7 +448,9 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
         assert calls.count("oom") == 2 and calls.count("bad") == 1
         assert ev.reruns == 1
         retried = [r for r in out[0].reasons if r.code is Code.RETRIED_ALONE]
-        assert len(retried) == 1 and "out_of_memory: CUDA out of memory" in retried[0].message
+        # what failed and the exception, from the traceback's first and last lines
+        assert len(retried) == 1 and "out_of_memory: the judge failed: ... torch.OutOfMemoryError: CUDA out of " \
+            "memory (a neighbour held it)" in retried[0].message
         assert not any(r.code is Code.RETRIED_ALONE for r in out[1].reasons + out[2].reasons)
     assert [n for c, n in gates if c == "oom"][-1] == 1  # the second run had the device to itself
 

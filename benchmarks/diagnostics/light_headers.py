@@ -13,7 +13,12 @@ as written only (nvcc alone, as torch would run it), each timed. Printed last: h
 with the light header, how many only as written, how many not at all, set against KernelBench's
 `compiled` verdict, and the median times. Every row goes to `--json`.
 
-Last run: see docs/measured/ (2026-12-04, fresh candidates).
+Last run (H200, 2026-12-04, `--n 48 --direct 12`, cut by the call's limit before its summary; rows
+from its progress lines, docs/measured/2026-12-04-fresh-h200.md): 43 of 48 compiled with the light
+header (median 30 s, 16 at once), among them all 39 that KernelBench compiled; the other 5 did not
+compile either way, and KernelBench had judged none of them compiled. The `direct` compiles (nvcc
+alone, flags from the ninja file) all failed after about 50 s, for a reason the run did not keep:
+their errors are printed now.
 """
 
 from __future__ import annotations
@@ -74,7 +79,8 @@ def nvcc_command(build: Path) -> tuple[str, list[str], list[str]]:
     """The nvcc command and flags of an ordinary `load_inline` CUDA build made here (its ninja file)."""
     from torch.utils.cpp_extension import load_inline
 
-    load_inline(name="probe_flags", cpp_sources=["void f();"], cuda_sources=["void f() {}"],
+    build.mkdir(parents=True, exist_ok=True)
+    load_inline(name="probe_flags", cpp_sources=["void f();"], cuda_sources=["void f() {}"], functions=["f"],
                 build_directory=str(build))
     values = {}
     for line in (build / "build.ninja").read_text().splitlines():
@@ -116,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         res = compile_one(args.stage / f"{r['name']}.cu", work, nvcc, pre, post, light)
         done += 1
         print(f"[{done}/{len(jobs)}] {r['name']} {'light path' if light else 'direct'}: "
-              f"{res['how'] or 'failed'} {res['seconds']} s", flush=True)
+              f"{res['how'] or 'failed'} {res['seconds']} s"
+              + (f" ({res['first_error']})" if res["first_error"] else ""), flush=True)
         return {**r, "path": "light" if light else "direct", **res}
 
     t0 = time.monotonic()

@@ -178,7 +178,9 @@ class Evaluator(EvaluatorBase):
                         self.reruns += 1
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
                                       background_teardown=True).run()
-                head = short.message.strip().splitlines()[0][:300] if short.message.strip() else ""
+                lines = [line.strip() for line in short.message.splitlines() if line.strip()]
+                # what failed and, from a traceback, its exception (the last line)
+                head = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))[:500]
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {head}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)
