@@ -602,6 +602,58 @@ def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):
     want = memory.IN_COPIES * (4 << 30) + memory.OUT_COPIES * (1 << 30) + memory.CONTEXTS
     assert memory.need(tmp_path, source) == want
     assert memory.need(tmp_path, source + " ") == 0  # another task
+    # the reference's working memory: held by the judge, and by each baseline runner when they run
+    memory.record(tmp_path, source, in_bytes=4 << 30, out_bytes=1 << 30, ref_work=2 << 30)
+    assert memory.need(tmp_path, source) == want + (2 << 30)
+    assert memory.need(tmp_path, source, baselines_cached=False) == want + (1 + memory.BASELINE_RUNNERS) * (2 << 30)
+    old = memory._path(tmp_path, source)  # a record written before the working memory was measured
+    old.write_text(json.dumps({"in_bytes": 4 << 30, "out_bytes": 1 << 30}))
+    assert memory.need(tmp_path, source, baselines_cached=False) == want
+
+
+def test_the_baselines_runners_are_expected_where_nothing_is_cached_for_the_task(tmp_path):
+    from cuda_agent.evaluate.baselines import task_hash
+    from cuda_agent.evaluate.evaluator import _measures_baselines
+
+    task = load_task(TASK)
+    cfg = _cfg(tmp_path)
+    assert _measures_baselines(cfg, task)
+    assert not _measures_baselines(dataclasses.replace(cfg, timing=False), task)
+    entry = cfg.cache_dir / "baselines" / f"{task_hash(task.source)}.json"
+    entry.parent.mkdir(parents=True)
+    entry.write_text(json.dumps({"entries": {"some key": {"entry": {}, "mac": "x"}}}))
+    assert not _measures_baselines(cfg, task)
+    assert _measures_baselines(dataclasses.replace(cfg, baseline_cache=False), task)
+
+
+@pytest.mark.gpu
+def test_the_judge_measures_the_references_working_memory(tmp_path):
+    """A reference that materialises a matrix (torch.diag: 8192 x 8192 floats, 256 MiB) beside
+    inputs and an output of 32 MiB: the task's record holds that matrix as its working memory."""
+    from cuda_agent.evaluate import evaluate, memory
+
+    body = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class {cls}(nn.Module):
+            def forward(self, a, b):
+                return {expr}
+
+        def get_inputs():
+            return [torch.rand(8192), torch.rand(8192, 1024)]
+
+        def get_init_inputs():
+            return []
+    """)
+    (tmp_path / "task.py").write_text(body.format(cls="Model", expr="torch.diag(a) @ b"))
+    (tmp_path / "cand.py").write_text(body.format(cls="ModelNew", expr="a.unsqueeze(1) * b"))
+    cfg = dataclasses.replace(_cfg(tmp_path, timing=False), device="cuda", atol=1e-3, rtol=1e-3)
+    task = load_task(tmp_path / "task.py")
+    res = evaluate(task, load_candidate(tmp_path / "cand.py"), cfg)
+    assert res.correct, res.failures
+    rec = json.loads(memory._path(cfg.cache_dir, task.source).read_text())
+    assert (256 << 20) <= rec["ref_work"] < (512 << 20), rec
 
 
 def test_a_spare_that_dies_before_taking_its_role_is_the_evaluators_failure(tmp_path):

@@ -177,7 +177,8 @@ class Evaluation:
             self.batch = batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
                                     self.cfg.batch_calls, BATCH_BYTES[self.device])
             if self.device == "cuda":  # what the next evaluation of this task is admitted by
-                memory.record(self.cfg.cache_dir, self.task.source, prep["in_bytes"], prep["out_bytes"])
+                memory.record(self.cfg.cache_dir, self.task.source, prep["in_bytes"], prep["out_bytes"],
+                              prep.get("ref_work_bytes", 0))
         live = []
         for (trial, _, _), slot, p in zip(items, slots, prep["items"]):
             if p["skip"]:

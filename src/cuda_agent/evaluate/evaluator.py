@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
 from cuda_agent.evaluate import memory
+from cuda_agent.evaluate.baselines import BaselineCache
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
@@ -72,6 +73,16 @@ class EvaluatorBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _measures_baselines(cfg: EvalConfig, task: Task) -> bool:
+    """Whether an evaluation of `task` will run the baselines' runners (timing on, and nothing cached
+    for the task yet, or no cache): they run the reference too, and hold its memory (memory.need).
+    Any entry of the task counts as cached; which one applies is known only once the judge has
+    described the device."""
+    if not cfg.timing:
+        return False
+    return not cfg.baseline_cache or not BaselineCache(cfg.cache_dir / "baselines").snapshot(task.source)["entries"]
 
 
 def _shortage(res: EvalResult) -> Reason | None:
@@ -160,7 +171,7 @@ class Evaluator(EvaluatorBase):
             self._busy[gpu] += 1
         gate = self._gates[gpu]
         ledger = self._ledgers[gpu]
-        need = memory.need(cfg.cache_dir, task.source) if ledger is not None else 0
+        need = memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task)) if ledger is not None else 0
         try:
             t0 = time.monotonic()
             with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):

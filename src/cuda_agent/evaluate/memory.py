@@ -3,12 +3,16 @@ what fits (`locks.MemoryLedger`) instead of letting evaluations run out of memor
 and drain the pool for second tries alone.
 
 What a task needs is learned from its first evaluation: the judge reports the bytes of one call's
-inputs and reference output (`prepare`), recorded per task under the cache directory. An
-evaluation holds those about `IN_COPIES` and `OUT_COPIES` times across its processes at its peak
-(judge: inputs, the reference's copy of them, the reference output, the received output, the
-comparison's temporaries; candidate: its input slot and output; a baseline runner: one call's
-inputs and output), plus a CUDA context per process. A task not measured yet needs 0: it is
-admitted at once and measured by that evaluation."""
+inputs and reference output, and what the reference call held beyond them at its peak (`prepare`:
+an intermediate such as a materialised matrix, a library's workspace), recorded per task under the
+cache directory. An evaluation holds the inputs and output about `IN_COPIES` and `OUT_COPIES`
+times across its processes at its peak (judge: inputs, the reference's copy of them, the reference
+output, the received output, the comparison's temporaries; candidate: its input slot and output; a
+baseline runner: one call's inputs and output), plus a CUDA context per process, plus the
+reference's working memory once for the judge and once for each baseline runner (eager and
+compile) when the baselines are measured: every process that ran the reference keeps that memory
+in its allocator's cache. A task not measured yet needs 0: it is admitted at once and measured by
+that evaluation."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from cuda_agent.evaluate.device import gpu_memory_mib
 
 IN_COPIES, OUT_COPIES = 3, 5
 CONTEXTS = 3 * (512 << 20)  # judge, candidate and one baseline runner, each with its CUDA context
+BASELINE_RUNNERS = 2  # eager and torch.compile
 BUDGET_FRACTION = 0.8  # of the GPU's memory promised at most (the rest: spares' CUDA contexts, fragmentation)
 
 
@@ -28,11 +33,11 @@ def _path(cache_dir: str | os.PathLike, source: str) -> Path:
     return Path(cache_dir) / "memory" / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
 
 
-def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: int) -> None:
-    """Remember the bytes of one call's inputs and output of the task with this source (written only
-    when they differ from what is recorded)."""
+def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: int, ref_work: int = 0) -> None:
+    """Remember the bytes of one call's inputs and output of the task with this source, and the
+    reference's working memory beyond them (written only when they differ from what is recorded)."""
     path = _path(cache_dir, source)
-    rec = {"in_bytes": int(in_bytes), "out_bytes": int(out_bytes)}
+    rec = {"in_bytes": int(in_bytes), "out_bytes": int(out_bytes), "ref_work": max(int(ref_work), 0)}
     try:
         if json.loads(path.read_text()) == rec:
             return
@@ -47,12 +52,15 @@ def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: 
         pass  # a read-only cache: every evaluation of the task is admitted unmeasured
 
 
-def need(cache_dir: str | os.PathLike, source: str) -> int:
+def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = True) -> int:
     """Bytes of device memory an evaluation of the task is expected to hold at its peak; 0 when it
-    has not been measured."""
+    has not been measured. `baselines_cached`: False when the evaluation will run the baselines'
+    runners (each runs the reference: its working memory once more per runner)."""
     try:
         rec = json.loads(_path(cache_dir, source).read_text())
-        return IN_COPIES * int(rec["in_bytes"]) + OUT_COPIES * int(rec["out_bytes"]) + CONTEXTS
+        runs = 1 if baselines_cached else 1 + BASELINE_RUNNERS
+        return (IN_COPIES * int(rec["in_bytes"]) + OUT_COPIES * int(rec["out_bytes"]) + CONTEXTS
+                + runs * max(int(rec.get("ref_work", 0)), 0))
     except (OSError, ValueError, KeyError, TypeError):
         return 0
 

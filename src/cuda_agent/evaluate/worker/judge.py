@@ -26,6 +26,7 @@ class Judge:
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
+        self.ref_work = 0  # the reference's device memory beyond its inputs and output, at its peak
         self.served = 0  # evaluations judged (a judge may serve several: cmd_reset)
         self.state0 = process_state()  # before any task code ran
 
@@ -50,7 +51,7 @@ class Judge:
         importer = self.__dict__.pop("importer", None)
         for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights"):
             self.__dict__.pop(name, None)
-        self.trials, self.slots, self.ref_ms = {}, {}, None
+        self.trials, self.slots, self.ref_ms, self.ref_work = {}, {}, None, 0
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
@@ -230,14 +231,28 @@ class Judge:
         nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
         return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
                 "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0,
-                "ref_ms": self.ref_ms}
+                "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work}
 
     def _reference(self, inputs: list[Any]) -> Any:
+        """The reference's output on (copies of) `inputs`. On a GPU, also what the call held beyond
+        those copies and its output at its peak (`ref_work`: an intermediate, a library's workspace),
+        which every process that runs the reference keeps in its allocator's cache afterwards: what
+        the Evaluator admits the task's evaluations by (memory.py)."""
         import torch
 
+        from cuda_agent.evaluate.transport import tensors_of
+
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            base = torch.cuda.memory_allocated(self.device)
         with torch.no_grad():
             ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         self.timer.sync(spin=False)
+        if cuda:
+            held = sum(t.numel() * t.element_size() for t in [*tensors_of(inputs), *tensors_of(ref)]
+                       if t.device.type == "cuda")
+            self.ref_work = max(self.ref_work, torch.cuda.max_memory_allocated(self.device) - base - held)
         return ref
 
     def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
