@@ -92,12 +92,11 @@ def nvcc_command(build: Path) -> tuple[str, list[str], list[str]]:
 
 
 def compile_one(src: Path, out_dir: Path, nvcc: str, pre: list[str], post: list[str], light: bool) -> dict:
-    from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS, LIGHT_NVCC
+    from cuda_agent.evaluate.worker.inline_build import light_nvcc_command
 
     out = out_dir / f"{src.stem}.{'light' if light else 'direct'}.o"
-    cmd = [*shlex.split(nvcc), *pre, "-c", str(src), "-o", str(out), *post]
-    if light:
-        cmd = [sys.executable, "-I", "-S", str(LIGHT_NVCC), str(LIGHT_HEADERS), nvcc, *cmd[len(shlex.split(nvcc)):]]
+    compiler = light_nvcc_command(nvcc) if light else nvcc  # the evaluator's ninja file names the former
+    cmd = [*shlex.split(compiler), *pre, "-c", str(src), "-o", str(out), *post]
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     note = Path(f"{out}.how").read_text(errors="replace") if Path(f"{out}.how").is_file() else ""

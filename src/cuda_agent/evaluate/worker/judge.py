@@ -21,6 +21,14 @@ from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothin
                                                timed_call, timer_for, trace)
 
 
+def _nbytes(*values: Any, on: str | None = None) -> int:
+    """Bytes of the tensors in `values` (only of those on a device of type `on`, where given)."""
+    from cuda_agent.evaluate.transport import tensors_of
+
+    return sum(t.numel() * t.element_size() for v in values for t in tensors_of(v)
+               if on is None or t.device.type == on)
+
+
 class Judge:
     def __init__(self) -> None:
         self.trials: dict[str, dict[str, Any]] = {}
@@ -218,8 +226,6 @@ class Judge:
         """Fresh inputs for each item {trial, seed, stress, fill}, written into the runner's input
         slot `fill` when it has the right layout (then the caches are flushed once). Returns per item
         {skip, spec, filled}, and the bytes of one call's inputs and reference output."""
-        from cuda_agent.evaluate.transport import tensors_of
-
         for key in forget or ():  # timed calls that were not picked for checking
             self.trials.pop(key, None)
         done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
@@ -228,9 +234,8 @@ class Judge:
             self.timer.flush()
             self.timer.sync(spin=False)
         last = self.trials.get(items[-1]["trial"]) if items else None
-        nbytes = lambda v: sum(t.numel() * t.element_size() for t in tensors_of(v))  # noqa: E731
-        return {"items": done, "in_bytes": nbytes(last["inputs"]) if last else 0,
-                "out_bytes": nbytes(last["ref"]) if last and last["ref"] is not None else 0,
+        return {"items": done, "in_bytes": _nbytes(last["inputs"]) if last else 0,
+                "out_bytes": _nbytes(last["ref"]) if last and last["ref"] is not None else 0,
                 "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work}
 
     def _reference(self, inputs: list[Any]) -> Any:
@@ -240,8 +245,6 @@ class Judge:
         the Evaluator admits the task's evaluations by (memory.py)."""
         import torch
 
-        from cuda_agent.evaluate.transport import tensors_of
-
         cuda = self.device.type == "cuda"
         if cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -250,8 +253,7 @@ class Judge:
             ref = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         self.timer.sync(spin=False)
         if cuda:
-            held = sum(t.numel() * t.element_size() for t in [*tensors_of(inputs), *tensors_of(ref)]
-                       if t.device.type == "cuda")
+            held = _nbytes(inputs, ref, on="cuda")
             self.ref_work = max(self.ref_work, torch.cuda.max_memory_allocated(self.device) - base - held)
         return ref
 
