@@ -14,8 +14,10 @@ for a fresh candidate with its baselines cached. Steps (`--steps`):
   evaluation at a time): the full evaluation's time and its phases (build, load, trials, timing);
   after each, the same candidate with its Python edited outside the kernel (a new candidate whose
   extension is built: the agent's usual next step);
-- `parallel`: `--n` fresh candidates through an `Evaluator` running `--jobs` at once: the median
-  latency of one, and throughput in fresh candidates per minute;
+- `parallel`: `--n` fresh candidates through an `Evaluator` running `--jobs` at once, from a warm
+  pool (its spares started, as in a running service): the median latency of one, throughput in
+  fresh candidates per minute, and the machine's CPU-seconds per candidate (with its cores, the
+  throughput the CPU allows at most);
 - `kernelbench`: KernelBench's method on the same kernels (a fresh process per candidate that
   `exec`s it, building its extension with `load_inline`, then five correctness trials and 100
   timed trials with CUDA events; KernelBench's eval.py itself is not on the machine, so this is
@@ -175,14 +177,37 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
     with Evaluator(cfg, jobs=jobs) as ev:
         cands = candidates(stage, n, tmp)
         t0 = time.monotonic()
+        warm = ev.wait_warm(180)  # a running service's state between bursts: its spares started
+        warm_s = time.monotonic() - t0
+        cpu0, t0 = cpu_busy_s(), time.monotonic()
         futures = [(name, time.monotonic(), ev.submit(task, load_candidate(path), cfg)) for task, path, name in cands]
         for name, t_sub, fut in futures:
             res = fut.result()
             rows.append({"name": name, **verdict(res)})
         wall = time.monotonic() - t0
+        cpu = cpu_busy_s() - cpu0
     lat = [r["total_s"] + r["phases_s"].get("admission", 0.0) for r in rows]
+    cores = os.cpu_count() or 1
     log.put("parallel", {"jobs": jobs, "n": n, "wall_s": round(wall, 1), "per_minute": round(60 * n / wall, 2),
-                         "median_latency_s": round(statistics.median(lat), 1), "rows": rows})
+                         "median_latency_s": round(statistics.median(lat), 1),
+                         "pool_warm_up_s": round(warm_s, 1), "pool_warm": warm,
+                         # the machine's CPU time over the run, per candidate, and the throughput that
+                         # would keep every core busy with nothing else: the CPU's floor
+                         "cpu_s_per_candidate": round(cpu / n, 1), "cores": cores,
+                         "cpu_bound_per_minute": round(60 * cores * n / cpu, 1) if cpu > 0 else None,
+                         "rows": rows})
+
+
+def cpu_busy_s() -> float:
+    """CPU-seconds the whole machine has spent busy since boot (/proc/stat: all but idle and
+    iowait), 0.0 where that cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 KB_METHOD = r'''
@@ -370,6 +395,9 @@ def table(doc: dict) -> None:
         t.add_row(f"fresh, {p['jobs']} at a time: median latency ({p['n']}, {ok} correct)",
                   f"{p['median_latency_s']} s", "<= 30 s")
         t.add_row(f"fresh throughput, {p['jobs']} at a time", f"{p['per_minute']} / min", ">= 20 / min")
+        if p.get("cpu_bound_per_minute"):
+            t.add_row(f"  the CPU's floor: {p['cpu_s_per_candidate']} CPU-s per candidate on {p['cores']} cores",
+                      f"{p['cpu_bound_per_minute']} / min at most", "")
     if k := doc.get("kernelbench_alone"):
         t.add_row(f"KernelBench's method, alone (median of {len(k)})", med(k, "wall_s"), "")
         t.add_row("  of which its load_inline build", med(k, "build_s"), "")

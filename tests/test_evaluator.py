@@ -154,6 +154,9 @@ def test_judge_process_state_sees_patches_and_switches(monkeypatch):
 def test_pool_replaces_a_spare_that_died(tmp_path):
     pool = WarmPool(size=1)
     try:
+        end = time.monotonic() + 120
+        while not pool.spares and time.monotonic() < end:  # the pool fills once its zygote is warm
+            time.sleep(0.1)
         [spare] = pool.spares
         os.killpg(spare.proc.pid, signal.SIGKILL)
         spare.proc.wait(timeout=10)
@@ -423,7 +426,7 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
     calls, gates = [], []
 
     class Fake:
-        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False):
+        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False, memory=None):
             self.cand = cand
 
         def run(self):
@@ -591,6 +594,44 @@ def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path)
     reused = f"{os.getpid()}:1:1:1"  # this pid, but a process that started at another time
     (tmp_path / "memory.json").write_text(json.dumps({reused: 90}))
     assert ledger.promised() == 0
+
+
+def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded(tmp_path):
+    """The memory admission is entered after the candidate's load (its build), before any input is
+    made, and left when the evaluation ends; a candidate that fails to load never asks for it."""
+    import contextlib
+
+    from cuda_agent.evaluate.evaluation import Evaluation
+
+    task, c = load_task(TASK), _cands(tmp_path)
+    events: list[tuple[str, Evaluation]] = []
+
+    def run(cand) -> Evaluation:
+        ev: Evaluation | None = None
+
+        @contextlib.contextmanager
+        def memory():
+            events.append(("enter", dict(ev.res.phases_s)))
+            yield
+            events.append(("leave", dict(ev.res.phases_s)))
+
+        ev = Evaluation(task, cand, _cfg(tmp_path), memory=memory)
+        ev.run()
+        return ev
+
+    ev = run(c["right"])
+    assert ev.res.correct, ev.res.failures
+    (enter, before), (leave, after) = events
+    assert (enter, leave) == ("enter", "leave")
+    assert "load" in before and "correctness" not in before, before  # built and loaded, nothing run
+    assert "correctness" in after and "timing" in after, after  # held to the end
+    assert "memory_admission" in ev.res.phases_s
+
+    events.clear()
+    broken = tmp_path / "broken.py"
+    broken.write_text((DATA / "relu_bias_model_new.py").read_text() + "\nraise ImportError('no module')\n")
+    ev = run(load_candidate(broken))
+    assert not ev.res.correct and events == [], (ev.res.failures, events)
 
 
 def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):

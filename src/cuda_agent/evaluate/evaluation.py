@@ -25,7 +25,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cuda_agent.evaluate import memory, policy
 from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
@@ -87,12 +87,20 @@ def sweep_stale(work: Path | None) -> None:
 
 class Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
-                 gpu: str | None = None, background_teardown: bool = False):
+                 gpu: str | None = None, background_teardown: bool = False,
+                 memory: Callable[[], contextlib.AbstractContextManager] | None = None):
         """`pool`: warm workers to take from; `gpu`: the GPU (index) it runs on.
         `background_teardown`: return the verdict once the workers' output is in, while their
-        processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`)."""
+        processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`).
+        `memory`: the admission of the task's device memory (`MemoryLedger.hold`), entered once the
+        candidate is loaded, before the first inputs are made, and left when its workers are
+        stopped: the build before it holds none of the GPU's memory (a cold build is most of a
+        fresh evaluation), so evaluations building beside each other do not keep one another off
+        the GPU."""
         self.task, self.cand, self.cfg = task, candidate, config
         self.background_teardown = background_teardown
+        self.memory = memory
+        self.held = contextlib.ExitStack()
         self.pool, self.gpu = pool, gpu
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())
         self.workers: list[Worker] = []
@@ -246,6 +254,7 @@ class Evaluation:
             t0 = time.monotonic()
             self._keep_judge()
             reaping = close_all(self.workers, self.lock)
+            self.held.close()
             if not self.background_teardown:
                 reaping.join()
             self.phase("teardown", t0)
@@ -375,6 +384,10 @@ class Evaluation:
             self.phase("load", t0)
         self.res.compiled = True
         self._record_precision(loaded.get("precision"))
+        if self.memory is not None:  # waiting for the GPU's memory is not the candidate's time
+            t0 = time.monotonic()
+            self.held.enter_context(self.memory())
+            self.phase("memory_admission", t0)
         self.deadline = time.monotonic() + cfg.timeout_s
         t0 = time.monotonic()
         with self.on_device():

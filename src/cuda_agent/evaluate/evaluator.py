@@ -13,7 +13,8 @@ a readers-writer lock (`locks.DeviceLock`): an evaluation's timed rounds have th
 while the other evaluations' trials and checks share it between timings and their builds go on
 beside. An evaluation is admitted to a GPU only when the memory its task needs (`memory.need`, learned
 from the task's first evaluation) fits beside what the evaluations running there were promised, in
-every process sharing the cache directory (`locks.MemoryLedger`). Neighbours can still crowd each
+every process sharing the cache directory (`locks.MemoryLedger`); it waits for that once its
+candidate is built and loaded, so builds never wait for memory and hold none. Neighbours can still crowd each
 other out (a task not measured yet, a candidate that allocates more than the reference): an
 evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
 reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
@@ -24,7 +25,6 @@ processes too), and that verdict stands.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import threading
 import time
@@ -146,6 +146,12 @@ class Evaluator(EvaluatorBase):
         and the second tries alone."""
         return self._gates[gpu]
 
+    def wait_warm(self, timeout: float = 120.0) -> bool:
+        """Wait until every GPU's pool holds its spares, started: what a long-running service is
+        between bursts of work (a benchmark measures from there). False on timeout."""
+        end = time.monotonic() + timeout
+        return all(p.wait_warm(max(end - time.monotonic(), 0.0)) for p in self._pools.values() if p is not None)
+
     def stats(self) -> dict[str, int]:
         """Workers handed out warm and started cold, spares forked from a zygote, and judges kept
         from an earlier evaluation, over all GPUs."""
@@ -174,10 +180,10 @@ class Evaluator(EvaluatorBase):
         need = memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task)) if ledger is not None else 0
         try:
             t0 = time.monotonic()
-            with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
+            with gate.shared():
                 waited = time.monotonic() - t0
-                res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
-                                  background_teardown=True).run()
+                res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
+                                 memory=(lambda: ledger.hold(need)) if ledger is not None else None).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
             if (short := _shortage(res)) is not None:

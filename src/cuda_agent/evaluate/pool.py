@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from cuda_agent.evaluate.locks import DeviceLock
@@ -29,7 +30,12 @@ class WarmPool:
 
     With `zygote` (the default), the pool starts a zygote (zygote.py): once it is warm, spares are
     forked from it with torch imported and the op guard warmed, instead of each importing torch
-    afresh; until then, and if it dies, they start as fresh interpreters."""
+    afresh. While it warms up, the pool waits for it (`ZYGOTE_WAIT_S` at the most) rather than
+    starting its spares as fresh interpreters: a whole pool of interpreters importing torch at once
+    costs a loaded machine more than the zygote's one warm-up. If it dies or is late, spares start
+    as fresh interpreters."""
+
+    ZYGOTE_WAIT_S = 60.0
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
                  cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True,
@@ -54,6 +60,24 @@ class WarmPool:
         self.closed = False
         self.taken = self.cold = self.forked = self.reused = 0
         self.zygote = Zygote(self.env, self.dir) if zygote and size > 0 else None
+        self._zygote_by = time.monotonic() + self.ZYGOTE_WAIT_S
+        if self._zygote_starting():
+            threading.Thread(target=self._fill_when_warm, name="cuda-agent-pool-fill", daemon=True).start()
+        else:
+            self.fill()
+
+    def _zygote_starting(self) -> bool:
+        """Is the zygote still warming up (alive, not ready, and not yet late)?"""
+        z = self.zygote
+        return (z is not None and not z.ready.is_set() and not z.dead and z.proc.poll() is None
+                and time.monotonic() < self._zygote_by)
+
+    def _wait_for_zygote(self) -> None:
+        while self._zygote_starting() and not self.closed:
+            self.zygote.ready.wait(0.2)
+
+    def _fill_when_warm(self) -> None:
+        self._wait_for_zygote()
         self.fill()
 
     def spawn(self, guard: bool = True) -> Worker:
@@ -64,11 +88,25 @@ class WarmPool:
         return w
 
     def fill(self) -> None:
-        """Start spares until the pool holds `size` of them, half of each kind."""
+        """Start spares until the pool holds `size` of them, half of each kind (none while the
+        zygote warms up: the pool fills once it is warm)."""
+        if self._zygote_starting():
+            return
         with self.lock:
             for guard, want in ((True, self.size - self.size // 2), (False, self.size // 2)):
                 while not self.closed and sum(w.guard_warm is guard for w in self.spares) < want:
                     self.spares.append(self.spawn(guard))
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Wait until the pool holds `size` spares that have finished starting; False on timeout."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not self.closed:
+            with self.lock:
+                spares = list(self.spares)
+            if len(spares) >= self.size and all(w.started() for w in spares):
+                return True
+            time.sleep(0.2)
+        return False
 
     def take(self, role: str, cwd: Path, env: dict[str, str], timeout: float) -> Worker:
         """A worker for `role` in `cwd` with `env`: a kept judge, a started spare, or a fresh process."""
@@ -101,7 +139,9 @@ class WarmPool:
                 return worker.become(role, cwd, env, timeout)
             except WorkerFailure:  # it died while waiting: start a fresh one
                 worker.close()
-        self.cold += 1
+        self._wait_for_zygote()  # a fork of it, once warm, starts sooner than a fresh interpreter
+        with self.lock:
+            self.cold += 1
         return self.spawn().become(role, cwd, env, timeout)
 
     def give_back(self, judge: Worker) -> bool:
