@@ -41,8 +41,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,11 +100,14 @@ class Log:
     def __init__(self, path: Path | None):
         self.path, self.doc = path, {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
-    def put(self, key: str, value) -> None:
+    def put(self, key: str, value, quiet: bool = False) -> None:
+        """Record `value` under `key` (and write the whole document: a run cut short keeps what it
+        measured); print it unless `quiet`."""
         self.doc[key] = value
         if self.path:
             self.path.write_text(json.dumps(self.doc, indent=1, default=str))
-        print(f"[{time.strftime('%H:%M:%S')}] {key}: {json.dumps(value, default=str)[:400]}", flush=True)
+        if not quiet:
+            print(f"[{time.strftime('%H:%M:%S')}] {key}: {json.dumps(value, default=str)[:400]}", flush=True)
 
 
 def candidates(stage: Path, n: int, tmp: Path):
@@ -180,12 +184,21 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
         warm = ev.wait_warm(180)  # a running service's state between bursts: its spares started
         warm_s = time.monotonic() - t0
         cpu0, t0 = cpu_busy_s(), time.monotonic()
-        futures = [(name, time.monotonic(), ev.submit(task, load_candidate(path), cfg)) for task, path, name in cands]
-        for name, t_sub, fut in futures:
+        samples: list[dict] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_evaluator, args=(ev, t0, samples, stop, lambda: len(rows)),
+                                   daemon=True)
+        sampler.start()
+        futures = {ev.submit(task, load_candidate(path), cfg): name for task, path, name in cands}
+        for fut in as_completed(futures):
             res = fut.result()
-            rows.append({"name": name, **verdict(res)})
+            rows.append({"name": futures[fut], "done_s": round(time.monotonic() - t0, 1), **verdict(res)})
+            log.put("parallel_rows", rows, quiet=True)
         wall = time.monotonic() - t0
         cpu = cpu_busy_s() - cpu0
+        stop.set()
+        sampler.join()
+        log.put("parallel_samples", samples, quiet=True)
     lat = [r["total_s"] + r["phases_s"].get("admission", 0.0) for r in rows]
     cores = os.cpu_count() or 1
     log.put("parallel", {"jobs": jobs, "n": n, "wall_s": round(wall, 1), "per_minute": round(60 * n / wall, 2),
@@ -196,6 +209,36 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
                          "cpu_s_per_candidate": round(cpu / n, 1), "cores": cores,
                          "cpu_bound_per_minute": round(60 * cores * n / cpu, 1) if cpu > 0 else None,
                          "rows": rows})
+
+
+def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> None:
+    """Every second until `stop`: what holds the GPU's admission (the memory promised, evaluations
+    on the GPU, second tries alone waiting or running), the warm pool (spares, kept judges), the
+    evaluations finished, and on a GPU the memory in use, split into the pool's processes and the
+    rest (nvidia-smi's compute apps)."""
+    gpu = ev.gpus[0]
+    pool, gate, ledger = ev.pool(gpu), ev.gate(gpu), ev._ledgers.get(gpu)
+    while not stop.wait(1.0):
+        row = {"t": round(time.monotonic() - t0, 1), "done": done(), "on_gpu": gate.running,
+               "solos": gate._solos, "load1": os.getloadavg()[0]}
+        if ledger is not None:
+            row["promised_gb"] = round(ledger.promised() / 2**30, 1)
+        if pool is not None:
+            with pool.lock:
+                spares, judges = [w.proc.pid for w in pool.spares], [w.proc.pid for w in pool.judges]
+            row["spares"], row["kept_judges"] = len(spares), len(judges)
+            if gpu is not None:
+                try:
+                    q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                        "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+                    used = {int(a): int(b) for a, b in (ln.split(",") for ln in q.stdout.splitlines() if "," in ln)}
+                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    used = {}
+                row["gb_spares"] = round(sum(used.get(p, 0) for p in spares) / 1024, 1)
+                row["gb_kept_judges"] = round(sum(used.get(p, 0) for p in judges) / 1024, 1)
+                row["gb_all"] = round(sum(used.values()) / 1024, 1)
+                row["gb_top"] = sorted((round(v / 1024, 1) for v in used.values()), reverse=True)[:4]
+        out.append(row)
 
 
 def cpu_busy_s() -> float:

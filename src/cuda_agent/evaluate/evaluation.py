@@ -92,11 +92,11 @@ class Evaluation:
         """`pool`: warm workers to take from; `gpu`: the GPU (index) it runs on.
         `background_teardown`: return the verdict once the workers' output is in, while their
         processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`).
-        `memory`: the admission of the task's device memory (`MemoryLedger.hold`), entered once the
-        candidate is loaded, before the first inputs are made, and left when its workers are
-        stopped: the build before it holds none of the GPU's memory (a cold build is most of a
-        fresh evaluation), so evaluations building beside each other do not keep one another off
-        the GPU."""
+        `memory`: the admission to the GPU's work and memory (the Evaluator's gate and
+        `MemoryLedger.hold`), entered once the candidate is loaded, before the first inputs are
+        made, and left when its workers are stopped: the build before it holds none of the GPU (a
+        cold build is most of a fresh evaluation), so evaluations building beside each other do not
+        keep one another off it."""
         self.task, self.cand, self.cfg = task, candidate, config
         self.background_teardown = background_teardown
         self.memory = memory

@@ -14,7 +14,8 @@ while the other evaluations' trials and checks share it between timings and thei
 beside. An evaluation is admitted to a GPU only when the memory its task needs (`memory.need`, learned
 from the task's first evaluation) fits beside what the evaluations running there were promised, in
 every process sharing the cache directory (`locks.MemoryLedger`); it waits for that once its
-candidate is built and loaded, so builds never wait for memory and hold none. Neighbours can still crowd each
+candidate is built and loaded (`Evaluation`'s `memory`), so builds never wait for the GPU and
+hold none of its memory. Neighbours can still crowd each
 other out (a task not measured yet, a candidate that allocates more than the reference): an
 evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
 reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
@@ -25,6 +26,7 @@ processes too), and that verdict stands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import time
@@ -120,7 +122,7 @@ class Evaluator(EvaluatorBase):
         self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}
         self._ledgers: dict[str | None, MemoryLedger | None] = {
             g: MemoryLedger(DeviceLock.of(self.config.cache_dir, "cuda", g, role="memory").base + ".json", room)
-            if g is not None and (room := memory.budget(g)) else None for g in self.gpus}
+            if g is not None and (room := memory.budget(g, warm)) else None for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")
@@ -178,12 +180,18 @@ class Evaluator(EvaluatorBase):
         gate = self._gates[gpu]
         ledger = self._ledgers[gpu]
         need = memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task)) if ledger is not None else 0
+
+        @contextlib.contextmanager
+        def admit():
+            """The GPU for the evaluation's device work: a share of the gate (so a second try alone
+            waits only for the evaluations on the GPU, not for builds), then the task's memory."""
+            with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
+                yield
+
         try:
-            t0 = time.monotonic()
-            with gate.shared():
-                waited = time.monotonic() - t0
-                res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
-                                 memory=(lambda: ledger.hold(need)) if ledger is not None else None).run()
+            waited = 0.0
+            res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
+                             memory=admit).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
             if (short := _shortage(res)) is not None:
@@ -201,7 +209,8 @@ class Evaluator(EvaluatorBase):
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {head}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)
-            # Time spent waiting to be admitted (the gate, the memory ledger): not in "total".
+            # A second try's wait for the GPU to itself: not in "total" (a first try's wait for the
+            # GPU and its memory is in it, as the phase "memory_admission").
             res.phases_s["admission"] = round(waited, 4)
             return res
         finally:

@@ -24,9 +24,11 @@ from pathlib import Path
 from cuda_agent.evaluate.device import gpu_memory_mib
 
 IN_COPIES, OUT_COPIES = 3, 5
-CONTEXTS = 3 * (512 << 20)  # judge, candidate and one baseline runner, each with its CUDA context
+CONTEXT = 512 << 20  # one process's CUDA context
+CONTEXTS = 3 * CONTEXT  # judge, candidate and one baseline runner
 BASELINE_RUNNERS = 2  # eager and torch.compile
-BUDGET_FRACTION = 0.8  # of the GPU's memory promised at most (the rest: spares' CUDA contexts, fragmentation)
+JUDGE_RESERVED_MAX = 1 << 30  # device memory a judge kept for the next evaluation may hold in torch's cache
+BUDGET_FRACTION = 0.9  # of the GPU's memory, before the warm pool's share (the rest: fragmentation)
 
 
 def _path(cache_dir: str | os.PathLike, source: str) -> Path:
@@ -65,8 +67,15 @@ def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = Tru
         return 0
 
 
-def budget(gpu: str) -> int | None:
-    """Bytes the evaluations on GPU `gpu` (index or UUID) may be promised, or None where nvidia-smi
-    cannot tell its memory."""
+def budget(gpu: str, spares: int = 0) -> int | None:
+    """Bytes the evaluations on GPU `gpu` (index or UUID) may be promised beside a warm pool of
+    `spares` workers, or None where nvidia-smi cannot tell its memory. What the pool holds outside
+    any evaluation comes off first: each spare's CUDA context, and the judges it keeps between
+    evaluations (up to half its size, `WarmPool.give_back`), each a context and up to
+    `JUDGE_RESERVED_MAX` of cached memory. At least a quarter of the GPU stays promisable."""
     mib = gpu_memory_mib(gpu)
-    return int(mib * BUDGET_FRACTION) << 20 if mib else None
+    if not mib:
+        return None
+    total = mib << 20
+    pool = spares * CONTEXT + max(spares // 2, 1 if spares else 0) * (CONTEXT + JUDGE_RESERVED_MAX)
+    return max(int(total * BUDGET_FRACTION) - pool, total // 4)

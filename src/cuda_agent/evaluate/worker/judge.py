@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.evaluate.guard import NAMESPACES, namespace_objects, resolve
+from cuda_agent.evaluate.memory import JUDGE_RESERVED_MAX
 from cuda_agent.evaluate.result import Code
 from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothing, precision_switches, read_switch,
                                                timed_call, timer_for, trace)
@@ -393,7 +394,6 @@ class Judge:
 
 
 JUDGE_MAX_SERVED = 64  # evaluations per judge process, a bound on whatever slowly accumulates
-JUDGE_RESERVED_MAX = 4 << 30  # device memory a kept judge may hold in torch's cache (bytes)
 
 
 def process_state() -> dict[str, Any]:
