@@ -597,20 +597,29 @@ def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path)
 
 
 def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded(tmp_path):
-    """The memory admission is entered after the candidate's load (its build), before any input is
-    made, and left when the evaluation ends; a candidate that fails to load never asks for it."""
+    """The memory admission is entered after the candidate's load (its build), before the reference
+    first runs on inputs, and left when the evaluation ends; a candidate that fails to load never
+    asks for it."""
     import contextlib
 
     from cuda_agent.evaluate.evaluation import Evaluation
 
-    task, c = load_task(TASK), _cands(tmp_path)
-    events: list[tuple[str, Evaluation]] = []
+    c = _cands(tmp_path)
+    ran = tmp_path / "reference_ran"  # the task's reference marks its every run on inputs here
+    marked = TASK.read_text().replace(
+        "        return torch.relu(x + self.bias)",
+        f"        open({str(ran)!r}, 'a').write('x')\n        return torch.relu(x + self.bias)")
+    assert marked != TASK.read_text()
+    (tmp_path / "task.py").write_text(marked)
+    task = load_task(tmp_path / "task.py")
+    events: list[tuple[str, dict]] = []
 
     def run(cand) -> Evaluation:
         ev: Evaluation | None = None
 
         @contextlib.contextmanager
         def memory():
+            assert not ran.exists(), "the reference ran on inputs before the memory was held"
             events.append(("enter", dict(ev.res.phases_s)))
             yield
             events.append(("leave", dict(ev.res.phases_s)))
@@ -625,7 +634,7 @@ def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded
     assert (enter, leave) == ("enter", "leave")
     assert "load" in before and "correctness" not in before, before  # built and loaded, nothing run
     assert "correctness" in after and "timing" in after, after  # held to the end
-    assert "memory_admission" in ev.res.phases_s
+    assert "memory_admission" in ev.res.phases_s and ran.exists()
 
     events.clear()
     broken = tmp_path / "broken.py"

@@ -391,6 +391,12 @@ class Evaluation:
         self.deadline = time.monotonic() + cfg.timeout_s
         t0 = time.monotonic()
         with self.on_device():
+            try:
+                self.res.weights = self.judge.call("judgeable", self.left())["weights"]
+            except WorkerFailure as f:
+                if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
+                    f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
+                raise f
             self.load_weights(self.candidate, loaded["state"])
         self.phase("weights", t0)
 

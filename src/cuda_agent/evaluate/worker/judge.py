@@ -58,7 +58,7 @@ class Judge:
         import torch
 
         importer = self.__dict__.pop("importer", None)
-        for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights"):
+        for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights", "weights_seed"):
             self.__dict__.pop(name, None)
         self.trials, self.slots, self.ref_ms, self.ref_work = {}, {}, None, 0
         sys.modules.pop("cuda_agent_task", None)
@@ -110,16 +110,24 @@ class Judge:
         self.learned = weights.learned(self.model)
         self.weights = {"rule": "redrawn", "redrawn": len(weights.redraw(self.learned, weights_seed)),
                         "learned": len(self.learned), "matched_by": None, "note": None}
-        try:
-            self._keep_judgeable(weights_seed)
-        except Exception as exc:
-            raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
+        self.weights_seed = weights_seed
         return {
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
             "state": {k: describe(v) for k, v in weights.distinct(self.model.state_dict())[0].items()},
             "weights": dict(self.weights),
         }
+
+    def cmd_judgeable(self) -> dict[str, Any]:
+        """The reference's first run on the task's inputs (`_keep_judgeable`), which may change the
+        weights' rule. Apart from `setup` because it is the judge's first use of the inputs' and
+        output's device memory: the evaluation asks for it once it holds that memory, after the
+        candidate's build, not beside the build."""
+        try:
+            self._keep_judgeable(self.weights_seed)
+        except Exception as exc:
+            raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
+        return {"weights": dict(self.weights)}
 
     def _keep_judgeable(self, seed: int) -> None:
         """Go back to the default init when the re-drawn weights make the reference's output
