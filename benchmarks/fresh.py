@@ -438,6 +438,11 @@ def table(doc: dict) -> None:
         t.add_row(f"fresh, {p['jobs']} at a time: median latency ({p['n']}, {ok} correct)",
                   f"{p['median_latency_s']} s", "<= 30 s")
         t.add_row(f"fresh throughput, {p['jobs']} at a time", f"{p['per_minute']} / min", ">= 20 / min")
+        retried = sum(any(n.startswith("retried_alone") for n in r.get("notes", [])) for r in p["rows"])
+        samples = doc.get("parallel_samples") or []
+        peak = max((x.get("gb_all", 0) for x in samples), default=None)
+        t.add_row("  retried alone (short of a resource beside others)" +
+                  (f"; GPU memory of its processes at most {peak} GB" if peak else ""), f"{retried} of {len(p['rows'])}", "")
         if p.get("cpu_bound_per_minute"):
             t.add_row(f"  the CPU's floor: {p['cpu_s_per_candidate']} CPU-s per candidate on {p['cores']} cores",
                       f"{p['cpu_bound_per_minute']} / min at most", "")
