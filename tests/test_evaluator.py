@@ -661,6 +661,24 @@ def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):
     assert memory.need(tmp_path, source, baselines_cached=False) == want
 
 
+def test_the_memory_budget_leaves_the_warm_pools_share_off(monkeypatch):
+    """What a warm pool holds outside evaluations (each spare's CUDA context; up to half the pool in
+    kept judges, each a context and its capped cache) is not promised to evaluations; a quarter of
+    the GPU always is; a GPU whose memory is unknown has no budget."""
+    from cuda_agent.evaluate import memory
+
+    mib = 143_771  # an H200
+    monkeypatch.setattr(memory, "gpu_memory_mib", lambda gpu: mib)
+    total = mib << 20
+    assert memory.budget("0") == int(total * memory.BUDGET_FRACTION)
+    kept = 17 * (memory.CONTEXT + memory.JUDGE_RESERVED_MAX)
+    assert memory.budget("0", 34) == int(total * memory.BUDGET_FRACTION) - 34 * memory.CONTEXT - kept
+    assert 80 << 30 < memory.budget("0", 34) < 90 << 30
+    assert memory.budget("0", 1000) == total // 4
+    monkeypatch.setattr(memory, "gpu_memory_mib", lambda gpu: None)
+    assert memory.budget("0", 34) is None
+
+
 def test_the_baselines_runners_are_expected_where_nothing_is_cached_for_the_task(tmp_path):
     from cuda_agent.evaluate.baselines import task_hash
     from cuda_agent.evaluate.evaluator import _measures_baselines
