@@ -217,10 +217,12 @@ def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> N
     evaluations finished, and on a GPU the memory in use, split into the pool's processes and the
     rest (nvidia-smi's compute apps)."""
     gpu = ev.gpus[0]
-    pool, gate, ledger = ev.pool(gpu), ev.gate(gpu), ev._ledgers.get(gpu)
+    from cuda_agent.evaluate.device import nvidia_smi_lines
+
+    pool, gate, ledger = ev.pool(gpu), ev.gate(gpu), ev.ledger(gpu)
     while not stop.wait(1.0):
         row = {"t": round(time.monotonic() - t0, 1), "done": done(), "on_gpu": gate.running,
-               "solos": gate._solos, "load1": os.getloadavg()[0]}
+               "solos": gate.solos, "load1": os.getloadavg()[0]}
         if ledger is not None:
             row["promised_gb"] = round(ledger.promised() / 2**30, 1)
         if pool is not None:
@@ -229,10 +231,9 @@ def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> N
             row["spares"], row["kept_judges"] = len(spares), len(judges)
             if gpu is not None:
                 try:
-                    q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                                        "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
-                    used = {int(a): int(b) for a, b in (ln.split(",") for ln in q.stdout.splitlines() if "," in ln)}
-                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    used = {int(a): int(b) for a, b in (ln.split(",") for ln in nvidia_smi_lines(
+                        "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits") if "," in ln)}
+                except ValueError:
                     used = {}
                 row["gb_spares"] = round(sum(used.get(p, 0) for p in spares) / 1024, 1)
                 row["gb_kept_judges"] = round(sum(used.get(p, 0) for p in judges) / 1024, 1)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 
-def _nvidia_smi_lines(*args: str) -> list[str]:
+def nvidia_smi_lines(*args: str) -> list[str]:
     """Lines of `nvidia-smi ARGS`, or none where there is no working nvidia-smi."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -25,7 +25,7 @@ def _nvidia_smi_lines(*args: str) -> list[str]:
 
 def nvidia_smi(*args: str) -> str | None:
     """First line of `nvidia-smi ARGS`, or None where there is no working nvidia-smi."""
-    lines = _nvidia_smi_lines(*args)
+    lines = nvidia_smi_lines(*args)
     return lines[0] if lines else None
 
 
@@ -83,7 +83,7 @@ def device_info(device: str) -> dict[str, Any]:
 def _gpu_memory() -> dict[str, int]:
     """{GPU index: memory in MiB} of every GPU nvidia-smi lists, read once per process."""
     table = {}
-    for line in _nvidia_smi_lines("--query-gpu=index,memory.total", "--format=csv,noheader,nounits"):
+    for line in nvidia_smi_lines("--query-gpu=index,memory.total", "--format=csv,noheader,nounits"):
         index, _, mib = (x.strip() for x in line.partition(","))
         if index.isdigit():
             try:

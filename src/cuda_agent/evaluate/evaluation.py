@@ -140,6 +140,16 @@ class Evaluation:
         self.workers.append(worker)
         return worker
 
+    def run_reference(self, cmd: str, **args: Any) -> dict[str, Any]:
+        """A judge command that runs the task's own code (its Model, its inputs): a judge that hangs
+        or crashes in it is the task's failure (`reference_error`), not the evaluator's."""
+        try:
+            return self.judge.call(cmd, self.left(), **args)
+        except WorkerFailure as f:
+            if f.code is Code.INFRA_ERROR:
+                raise WorkerFailure(Code.REFERENCE_ERROR, f.message) from None
+            raise
+
     def load_weights(self, runner: Worker, state: Any) -> None:
         """The reference's weights into `runner`'s ModelNew (worker/judge.py, `Judge.cmd_weights`):
         by name, or under the kernelbench profile by the values its tensors were built with."""
@@ -333,15 +343,10 @@ class Evaluation:
             self.deadline = time.monotonic() + cfg.timeout_s
             try:
                 with self.on_device():  # (waiting too long for it stays an infra_error)
-                    try:
-                        setup = self.judge.call("setup", self.left(), task_source=self.task.source,
-                                                origin=self.task.origin, device=self.device,
-                                                init_seed=self.seeds["init"], weights_seed=self.seeds["weights"],
-                                                shm_dir=str(self.shm), touch=cfg.touch)
-                    except WorkerFailure as f:
-                        if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
-                            f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
-                        raise f
+                    setup = self.run_reference("setup", task_source=self.task.source, origin=self.task.origin,
+                                               device=self.device, init_seed=self.seeds["init"],
+                                               weights_seed=self.seeds["weights"], shm_dir=str(self.shm),
+                                               touch=cfg.touch)
             except WorkerFailure:
                 fut.cancel()
                 raise
@@ -391,12 +396,7 @@ class Evaluation:
         self.deadline = time.monotonic() + cfg.timeout_s
         t0 = time.monotonic()
         with self.on_device():
-            try:
-                self.res.weights = self.judge.call("judgeable", self.left())["weights"]
-            except WorkerFailure as f:
-                if f.code is Code.INFRA_ERROR:  # the task's own code hung or crashed the judge
-                    f = WorkerFailure(Code.REFERENCE_ERROR, f.message)
-                raise f
+            self.res.weights = self.run_reference("judgeable")["weights"]
             self.load_weights(self.candidate, loaded["state"])
         self.phase("weights", t0)
 

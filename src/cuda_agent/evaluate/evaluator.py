@@ -148,6 +148,10 @@ class Evaluator(EvaluatorBase):
         and the second tries alone."""
         return self._gates[gpu]
 
+    def ledger(self, gpu: str | None = None) -> MemoryLedger | None:
+        """The memory ledger of GPU `gpu`, or None (the CPU backend, or a GPU whose memory is unknown)."""
+        return self._ledgers[gpu]
+
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until every GPU's pool holds its spares, started: what a long-running service is
         between bursts of work (a benchmark measures from there). False on timeout."""

@@ -155,6 +155,11 @@ class Gate:
                 self.running -= 1
                 self._cond.notify_all()
 
+    @property
+    def solos(self) -> int:
+        """Jobs of this process to run alone, waiting or inside."""
+        return self._solos
+
     @contextlib.contextmanager
     def alone(self):
         with self._cond:
