@@ -103,26 +103,32 @@ def timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, d
     beside each of the candidate's (`probe`: the same timed calls, of nothing). A candidate that
     under-reports its calls (a patched clock, work left running past the synchronize) shows a larger
     overhead than the trusted one. Honest candidates are not identical to it either (on an H200 they
-    showed up to 0.14 ms more), so the tolerance is a floor (0.2 ms on CUDA; 0.5 ms on the CPU
+    showed up to 0.14 ms more), so the tolerance is a floor (0.2 ms on CUDA; 1 ms on the CPU
     backend, where the processes and their OpenMP threads share a few cores) plus 10% of the claimed
     median (25% on the CPU backend, where the cache flush after a real call writes back the data it
     dirtied, which the probes' calls of nothing do not) plus twice the spread of the trusted
-    overhead plus a quarter of that overhead. A candidate flagged is measured again (`first_look`
-    in the result) and convicted only when flagged twice. It catches gross falsification; the
-    identity checks of the clocks (guard.py) are the finer defence.
+    overhead plus a share of that overhead: a quarter on CUDA, half on the CPU backend, whose
+    overhead is mostly the flush of the last-level cache, a write of twice its size that runs
+    slower in one process than in another (an honest elementwise candidate's flushes, in its
+    process, took 0.66 ms more than the judge's 2.8 ms on the 2-core development machine). A
+    candidate flagged is measured again (`first_look` in the result) and convicted only when flagged
+    twice. It catches gross falsification; the identity checks of the clocks (guard.py) are the finer
+    defence.
     """
     mine = TimeStats.of([w - c for w, c in zip(walls, claimed)]).median
     claim = TimeStats.of(claimed).median
     cuda = device == "cuda"
-    tol = ((0.2 if cuda else 0.5) + (0.1 if cuda else 0.25) * claim
-           + 2 * trusted.iqr + 0.25 * max(trusted.median, 0.0))
+    tol = ((0.2 if cuda else 1.0) + (0.1 if cuda else 0.25) * claim
+           + 2 * trusted.iqr + (0.25 if cuda else 0.5) * max(trusted.median, 0.0))
     excess = mine - trusted.median
     return {
         "trusted_overhead_ms": round(trusted.median, 5), "candidate_overhead_ms": round(mine, 5),
         "tolerance_ms": round(tol, 5), "tampered": excess > tol,
         "message": (f"the candidate's calls took {excess:.3f} ms more on the harness's clock than it "
-                    f"reported (median over {len(walls)} batches; tolerance {tol:.3f} ms): its timing "
-                    "report was falsified or work ran outside the timed call"),
+                    f"reported (median over {len(walls)} batches; tolerance {tol:.3f} ms; claimed "
+                    f"{claim:.3f} ms per batch, the protocol's own cost {trusted.median:.3f} ms, its "
+                    f"spread {trusted.iqr:.3f} ms): its timing report was falsified or work ran outside "
+                    "the timed call"),
     }
 
 
