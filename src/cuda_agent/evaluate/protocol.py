@@ -37,6 +37,9 @@ TIMING_FIT = 0.8  # share of the time left that the least timing must fit in (to
 # but is not cached (it would make every later candidate of the task look faster or slower than it is).
 MEDIAN_PRECISION, NOISY_MS, NOISY_BUDGET = 0.02, 0.02, 4.0
 PREFIX = {"eager": "e", "compile": "k", "candidate": "x"}  # the judge's keys of timed calls' inputs
+# The timing check's tolerance per backend (`timing_check`): a floor in ms, then shares of the
+# claimed median and of the protocol's own cost.
+TIMING_TOLERANCE = {"cuda": (0.2, 0.10, 0.25), "cpu": (1.0, 0.25, 0.5)}
 
 
 def batch_size(in_bytes: int, out_bytes: int, call_ms: float | None, most: int, budget: int) -> int:
@@ -117,9 +120,8 @@ def timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, d
     """
     mine = TimeStats.of([w - c for w, c in zip(walls, claimed)]).median
     claim = TimeStats.of(claimed).median
-    cuda = device == "cuda"
-    tol = ((0.2 if cuda else 1.0) + (0.1 if cuda else 0.25) * claim
-           + 2 * trusted.iqr + (0.25 if cuda else 0.5) * max(trusted.median, 0.0))
+    floor, of_claim, of_overhead = TIMING_TOLERANCE["cuda" if device == "cuda" else "cpu"]
+    tol = floor + of_claim * claim + 2 * trusted.iqr + of_overhead * max(trusted.median, 0.0)
     excess = mine - trusted.median
     return {
         "trusted_overhead_ms": round(trusted.median, 5), "candidate_overhead_ms": round(mine, 5),
