@@ -26,7 +26,8 @@ lock that a killed build left (torch waits for that file without end).
 
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
 nvcc): first with torch's tensor API in that header's place, about 2.5 times faster through nvcc,
-then, where that does not compile, as written (that module's docstring).
+then, where that does not compile, as written (that module's docstring); either compile runs nvcc's
+host and device front ends side by side (`nvcc_stages.py`).
 
 The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
 rebuilds a header inside torch's install, and which every call without it deletes) is not used.

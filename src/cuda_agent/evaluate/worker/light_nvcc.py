@@ -16,6 +16,8 @@ does not compile so (it uses `torch::nn`, pybind11, a name only the full header 
 has an error of its own) is compiled again exactly as written, and only that compile's output and
 exit status are what the build sees. A unit without <torch/extension.h> is compiled as written.
 
+Each compile runs nvcc's host and device front ends side by side where it can (`nvcc_stages.py`).
+
 `OUT.how` (beside the object file) says which compile made it on its first line, `light` or
 `as written`; after the latter, the light attempt's errors (why it could not be used).
 Standard library only: it runs once per CUDA unit, before anything else of the package loads.
@@ -23,10 +25,17 @@ Standard library only: it runs once per CUDA unit, before anything else of the p
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import sys
+
+try:
+    from . import nvcc_stages
+except ImportError:  # run as a script (the usual way): its folder holds the module
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import nvcc_stages  # type: ignore[no-redef]
 
 INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"]", re.M)
 
@@ -59,6 +68,23 @@ def note(out: str | None, how: str, why: bytes = b"") -> None:
             pass  # a note for reports, never a reason to fail a build
 
 
+def nvcc(real: list[str], args: list[str]) -> nvcc_stages.Compiled:
+    """One compile: nvcc's chains side by side where that can be done, else nvcc as it is."""
+    done = nvcc_stages.compile(real, args)
+    if done is None:
+        plain = subprocess.run([*real, *args], capture_output=True)
+        done = nvcc_stages.Compiled(plain.returncode, plain.stdout, plain.stderr)
+    return done
+
+
+def show(done: nvcc_stages.Compiled) -> None:
+    """A compile's output, as ninja would have shown nvcc's."""
+    sys.stdout.buffer.write(done.stdout)
+    sys.stdout.flush()
+    sys.stderr.buffer.write(done.stderr)
+    sys.stderr.flush()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         sys.stderr.write("usage: light_nvcc.py SHIM_DIR 'REAL NVCC' NVCC_ARGS...\n")
@@ -66,18 +92,17 @@ def main(argv: list[str]) -> int:
     shim, real, args = argv[0], shlex.split(argv[1]), argv[2:]
     out, why = option_value(args, "-o"), b""
     if wants_light(option_value(args, "-c")):
-        light = subprocess.run([*real, "-I", shim, *args], capture_output=True)
+        light = nvcc(real, ["-I", shim, *args])
         if light.returncode == 0:
-            sys.stdout.buffer.write(light.stdout)  # its warnings, as ninja would have shown them
-            sys.stderr.buffer.write(light.stderr)
+            show(light)  # its warnings, as ninja would have shown them
             note(out, "light")
             return 0
         why = light.stderr
-    sys.stdout.flush()
-    rc = subprocess.call([*real, *args])
-    if rc == 0:
+    written = nvcc(real, args)
+    show(written)
+    if written.returncode == 0:
         note(out, "as written", why)
-    return rc
+    return written.returncode
 
 
 if __name__ == "__main__":
