@@ -137,9 +137,11 @@ def plan(real: list[str], args: list[str], keep_dir: str) -> Plan | None:
         if text.startswith("-"):
             return None  # a step nvcc does itself ("-- Filter Dependencies --"): not asked for here
         try:
-            steps.append([_expand(w, env) for w in shlex.split(text)])
+            words = shlex.split(text)
         except ValueError:
             return None
+        if words:  # nvcc names a program by its variables ("$CICC_PATH/cicc"); its arguments are literal
+            steps.append([_expand(words[0], env), *words[1:]])
     if dry.returncode != 0 or len(steps) < 4:
         return None
     tools = [os.path.basename(s[0]) for s in steps]
