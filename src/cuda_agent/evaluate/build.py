@@ -7,10 +7,21 @@ wall-clock limit (`python -m cuda_agent.evaluate.build_child`), into a private d
 renamed into the cache only when the build succeeded, so concurrent builds of the same key never see
 half-written files. A compile error is cached too (`<key>.failed`): the same sources fail the same
 way, and an agent re-running verify after a failed compile should not wait for the compiler again.
+
+A miss builds where the same workspace built last (`builds/incremental/<slot>`, one per workspace
+folder and toolchain), so that ninja compiles again only the units whose source changed: an agent
+edits one kernel between compiles, and the fixed binding and the other kernels keep their objects.
+The slot is brought to the candidate's sources file by file (a file is written only where its text
+changed), the objects of changed units and the module are removed before ninja runs (so nothing
+rests on timestamps), and a changed, new or removed header (any kernels/ file that is not a
+compiled unit) or a build that was killed clears the slot's objects. A slot in use by another build
+is not waited for: that build then runs in a fresh folder, as every build did before.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from cuda_agent.evaluate.candidate import Candidate
+from cuda_agent.evaluate.candidate import COMPILED_SUFFIXES, Candidate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "workspace" / "template"
 FIXED_FILES = ("binding.cpp", "binding_registry.h")
@@ -35,6 +46,7 @@ CPU_LDFLAGS = ["-fopenmp"]
 CUDA_CFLAGS = ["-O3", "--use_fast_math"]
 CUDA_LDFLAGS = ["-lcublas"]
 LOG_LIMIT = 20000
+SLOTS_KEPT = 16  # workspaces whose objects are kept for their next build, the least recently used go
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,27 +77,30 @@ def _torch_version() -> str:
     return version("torch")
 
 
-def build_key(candidate: Candidate, device: str, arch: str | None) -> str:
+def _digest(parts: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
-
-    def feed(label: str, data: str) -> None:
+    for label, data in parts:
         h.update(f"{label}\0{len(data)}\0".encode())
         h.update(data.encode())
+    return h.hexdigest()
 
-    for name in FIXED_FILES:
-        feed(name, (TEMPLATE_DIR / name).read_text())
-    for name in candidate.compiled_sources + [n for n in sorted(candidate.kernels)
-                                              if n not in candidate.compiled_sources]:
-        feed("kernels/" + name, candidate.kernels[name])
-    feed("device", device)
-    feed("arch", arch or "")
-    feed("flags", json.dumps([CFLAGS, CPU_CFLAGS, CPU_LDFLAGS, CUDA_CFLAGS, CUDA_LDFLAGS]))
-    feed("cxx", _tool_version(os.environ.get("CXX", "c++"), "--version"))
+
+def _toolchain(device: str, arch: str | None) -> list[tuple[str, str]]:
+    """Everything a build depends on besides the candidate's sources."""
+    parts = [(name, (TEMPLATE_DIR / name).read_text()) for name in FIXED_FILES]
+    parts += [("device", device), ("arch", arch or ""),
+              ("flags", json.dumps([CFLAGS, CPU_CFLAGS, CPU_LDFLAGS, CUDA_CFLAGS, CUDA_LDFLAGS])),
+              ("cxx", _tool_version(os.environ.get("CXX", "c++"), "--version"))]
     if device == "cuda":
-        feed("nvcc", _tool_version("nvcc", "--version"))
-    feed("torch", _torch_version())
-    feed("python", sys.version)
-    return h.hexdigest()[:32]
+        parts.append(("nvcc", _tool_version("nvcc", "--version")))
+    return parts + [("torch", _torch_version()), ("python", sys.version)]
+
+
+def build_key(candidate: Candidate, device: str, arch: str | None) -> str:
+    names = candidate.compiled_sources + [n for n in sorted(candidate.kernels) if n not in candidate.compiled_sources]
+    parts = [(name, (TEMPLATE_DIR / name).read_text()) for name in FIXED_FILES]
+    parts += [("kernels/" + name, candidate.kernels[name]) for name in names]
+    return _digest(parts + _toolchain(device, arch)[len(FIXED_FILES):])[:32]
 
 
 def build_extension(candidate: Candidate, device: str, arch: str | None, cache_dir: Path,
@@ -109,32 +124,34 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     (cache_dir / "builds").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_dir / "builds"))
     try:
-        for name in FIXED_FILES:
-            shutil.copy(TEMPLATE_DIR / name, work / name)
-        (work / "kernels").mkdir()
-        for name, src in candidate.kernels.items():
-            (work / "kernels" / name).write_text(src)
-        cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device, arch or ""]
-        env = dict(os.environ, PYTHONPATH=package_root())
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return BuildResult(False, None, key, False, time.monotonic() - t0,
-                               _tail(out.decode(errors="replace")), timed_out=True)
-        log = _tail(out.decode(errors="replace"))
-        built = work / "build" / f"{MODULE_NAME}.so"
-        if proc.returncode != 0 or not built.is_file():
-            tmp_failed = work / "failed.log"
-            tmp_failed.write_text(log)
-            os.replace(tmp_failed, failed)
-            return BuildResult(False, None, key, False, time.monotonic() - t0, log)
-        (work / "build.log").write_text(log)
-        os.replace(built, work / f"{MODULE_NAME}.so")
-        shutil.rmtree(work / "build", ignore_errors=True)
+        with _held_slot(cache_dir / "builds" / "incremental", candidate, device, arch) as slot:
+            src = slot or work  # where the build runs; `work` becomes the published folder
+            stage_sources(src, candidate)
+            cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or ""]
+            env = dict(os.environ, PYTHONPATH=package_root())
+            proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                out, _ = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+                shutil.rmtree(src / "build", ignore_errors=True)  # a killed compile may leave half an object
+                return BuildResult(False, None, key, False, time.monotonic() - t0,
+                                   _tail(out.decode(errors="replace")), timed_out=True)
+            log = _tail(out.decode(errors="replace"))
+            built = src / "build" / f"{MODULE_NAME}.so"
+            if proc.returncode != 0 or not built.is_file():
+                tmp_failed = work / "failed.log"
+                tmp_failed.write_text(log)
+                os.replace(tmp_failed, failed)
+                return BuildResult(False, None, key, False, time.monotonic() - t0, log)
+            (work / "build.log").write_text(log)
+            if slot is None:
+                os.replace(built, work / f"{MODULE_NAME}.so")
+                shutil.rmtree(work / "build", ignore_errors=True)
+            else:
+                shutil.copy2(built, work / f"{MODULE_NAME}.so")  # the slot keeps its own for the next link
         try:
             work.rename(final)  # atomic publish
             work = None  # type: ignore[assignment]
@@ -144,6 +161,87 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write `text` to `path` unless it holds it already; whether it was written."""
+    try:
+        if path.read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.write_text(text)
+    return True
+
+
+def stage_sources(src: Path, candidate: Candidate) -> None:
+    """Bring the build folder `src` to the candidate's sources (module docstring): in a fresh folder
+    every file is written; in one that holds an earlier build, only what changed, and the objects
+    of that build are removed wherever they may no longer match."""
+    for name in FIXED_FILES:
+        _write_if_changed(src / name, (TEMPLATE_DIR / name).read_text())
+    kernels, build = src / "kernels", src / "build"
+    kernels.mkdir(exist_ok=True)
+    changed = {name for name, text in candidate.kernels.items() if _write_if_changed(kernels / name, text)}
+    for old in kernels.iterdir():
+        if old.name in candidate.kernels:
+            continue
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
+        changed.add(old.name)
+    if any(not name.endswith(COMPILED_SUFFIXES) for name in changed):
+        shutil.rmtree(build, ignore_errors=True)  # a header: which units include it is not known here
+        return
+    for name in changed:  # torch names a unit's object <stem>.o, or <stem>.cuda.o for CUDA
+        stem = Path(name).stem
+        for obj in (f"{stem}.o", f"{stem}.cuda.o"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(build / obj)
+    for stale in (f"{MODULE_NAME}.so", "lock"):  # the module is always linked again; a killed load()'s lock
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(build / stale)
+
+
+@contextlib.contextmanager
+def _held_slot(root: Path, candidate: Candidate, device: str, arch: str | None):
+    """The incremental build folder of this workspace and toolchain, held (flock) for one build; None
+    where the candidate is not a workspace folder or another build holds its slot."""
+    if candidate.kind != "workspace":
+        yield None
+        return
+    name = _digest([("origin", os.path.realpath(candidate.origin)), *_toolchain(device, arch)])[:24]
+    slot = root / name
+    slot.mkdir(parents=True, exist_ok=True)
+    with open(slot / ".lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        os.utime(slot)  # recently used: kept by _prune_slots
+        try:
+            yield slot
+        finally:
+            _prune_slots(root, keep=SLOTS_KEPT, holding=slot)
+
+
+def _prune_slots(root: Path, keep: int, holding: Path) -> None:
+    """Remove all but the `keep` most recently used slots under `root`, never one in use."""
+    try:
+        slots = sorted((d for d in root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in slots[keep:]:
+        if old == holding:
+            continue
+        try:
+            with open(old / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(old, ignore_errors=True)
+        except (BlockingIOError, OSError):
+            continue  # in use by another build, or gone already
 
 
 def _read_log(d: Path) -> str:

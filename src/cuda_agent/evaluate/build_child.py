@@ -25,7 +25,7 @@ def compile_workspace(work: Path, device: str, arch: str) -> None:
     sources = [str(work / "binding.cpp")] + sorted(
         str(p) for p in (work / "kernels").iterdir() if p.suffix in (".cu", ".cpp", ".cc"))
     build_dir = work / "build"
-    build_dir.mkdir()
+    build_dir.mkdir(exist_ok=True)  # an incremental slot keeps the objects of its last build here
     cuda = device == "cuda"
     kwargs = dict(
         name=MODULE_NAME, sources=sources,

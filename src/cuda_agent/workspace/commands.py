@@ -300,7 +300,7 @@ def _compile(candidate, device: str, as_json: bool) -> int:
 
 
 _ERROR_LINE = re.compile(r"error|undefined reference|multiple definition|fatal", re.IGNORECASE)
-_BUILD_DIR = re.compile(r"[^\s:'\"`]*/builds/[0-9a-f]{32}\.[^/\s]+/")  # the private build directory
+_BUILD_DIR = re.compile(r"[^\s:'\"`]*/builds/(?:[0-9a-f]{32}\.[^/\s]+|incremental/[0-9a-f]{24})/")  # the build folder
 _NOISE = re.compile(r"^\[\d+/\d+\] |^FAILED: |^ninja: build stopped|^<frozen runpy>|^build failed: Error building")
 
 
