@@ -24,7 +24,8 @@ for a fresh candidate with its baselines cached. Steps (`--steps`):
   its method reimplemented), alone and `--jobs` at once;
 - `service`: through a warm service (`cuda-agent serve`), on unchanged code: `cuda-agent eval` of a
   cached candidate, and the workspace's verify and profile, each the median of `--repeat` runs
-  after one to warm up.
+  after one to warm up; and the workspace's compile after an edit to one kernel (a new comment
+  each time: the agent's loop), after one full build of the workspace.
 
 Every figure goes to `--json` as it is measured; the table is printed last.
 """
@@ -355,6 +356,24 @@ def timed_cli(args: list[str], env: dict, repeat: int, warm_ups: int = 1) -> dic
             "how": out.stderr.strip().splitlines()[:1], "stdout_tail": out.stdout[-300:]}
 
 
+def timed_edits(ws: Path, env: dict, repeat: int) -> dict:
+    """`cuda-agent workspace compile` after an edit to one kernel (not a binding): the median of
+    `repeat` runs, each after a new comment, once a first build of the edited workspace is done."""
+    kernel = next(k for k in sorted((ws / "kernels").iterdir())
+                  if k.suffix in (".cu", ".cpp") and not k.stem.endswith("_binding"))
+    text, walls = kernel.read_text(), []
+    for i in range(repeat + 1):
+        kernel.write_text(text + f"\n// edit {secrets.token_hex(8)}\n")
+        t0 = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "cuda_agent", "workspace", "compile", str(ws)],
+                             capture_output=True, text=True, env=env, timeout=600)
+        if i:
+            walls.append(time.monotonic() - t0)
+    kernel.write_text(text)
+    return {"median_s": round(statistics.median(walls), 2), "walls_s": [round(w, 2) for w in walls],
+            "kernel": kernel.name, "rc": out.returncode, "stdout_tail": out.stdout[-300:]}
+
+
 def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
     from cuda_agent.evaluate.service import running
     from cuda_agent.examples import get_example
@@ -375,6 +394,8 @@ def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
         for command in ("verify", "profile"):
             out[f"workspace_{command}"] = timed_cli(["workspace", command, str(ws)], env, repeat)
             log.put("service", out)
+        out["workspace_compile_edited"] = timed_edits(ws, env, repeat)
+        log.put("service", out)
     out["eval_cached_in_process"] = timed_cli(["eval", str(ex.task), str(single), "--device", cfg.device, "--json",
                                                "--service", "off"], env, 1)
     log.put("service", out)
@@ -458,6 +479,7 @@ def table(doc: dict) -> None:
         for key, label, target in (("eval_cached", "service: cuda-agent eval of a cached candidate", "<= 3 s (H200)"),
                                    ("workspace_verify", "service: workspace verify, unchanged code", "<= 2 s"),
                                    ("workspace_profile", "service: workspace profile, unchanged code", "<= 3 s"),
+                                   ("workspace_compile_edited", "workspace compile, one kernel edited", ""),
                                    ("eval_cached_in_process", "in-process: cuda-agent eval, cached", "")):
             if key in s:
                 r = s[key]
