@@ -85,22 +85,23 @@ def _digest(parts: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
+def _fixed_files() -> list[tuple[str, str]]:
+    return [(name, (TEMPLATE_DIR / name).read_text()) for name in FIXED_FILES]
+
+
 def _toolchain(device: str, arch: str | None) -> list[tuple[str, str]]:
-    """Everything a build depends on besides the candidate's sources."""
-    parts = [(name, (TEMPLATE_DIR / name).read_text()) for name in FIXED_FILES]
-    parts += [("device", device), ("arch", arch or ""),
-              ("flags", json.dumps([CFLAGS, CPU_CFLAGS, CPU_LDFLAGS, CUDA_CFLAGS, CUDA_LDFLAGS])),
-              ("cxx", _tool_version(os.environ.get("CXX", "c++"), "--version"))]
+    """Everything a build depends on besides the sources (ours and the candidate's)."""
+    parts = [("device", device), ("arch", arch or ""),
+             ("flags", json.dumps([CFLAGS, CPU_CFLAGS, CPU_LDFLAGS, CUDA_CFLAGS, CUDA_LDFLAGS])),
+             ("cxx", _tool_version(os.environ.get("CXX", "c++"), "--version"))]
     if device == "cuda":
         parts.append(("nvcc", _tool_version("nvcc", "--version")))
     return parts + [("torch", _torch_version()), ("python", sys.version)]
 
 
-def build_key(candidate: Candidate, device: str, arch: str | None) -> str:
+def _build_key(candidate: Candidate, fixed: list[tuple[str, str]], toolchain: list[tuple[str, str]]) -> str:
     names = candidate.compiled_sources + [n for n in sorted(candidate.kernels) if n not in candidate.compiled_sources]
-    parts = [(name, (TEMPLATE_DIR / name).read_text()) for name in FIXED_FILES]
-    parts += [("kernels/" + name, candidate.kernels[name]) for name in names]
-    return _digest(parts + _toolchain(device, arch)[len(FIXED_FILES):])[:32]
+    return _digest([*fixed, *(("kernels/" + name, candidate.kernels[name]) for name in names), *toolchain])[:32]
 
 
 def build_extension(candidate: Candidate, device: str, arch: str | None, cache_dir: Path,
@@ -109,7 +110,8 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     if not candidate.compiled_sources:
         return None
     t0 = time.monotonic()
-    key = build_key(candidate, device, arch)
+    fixed, toolchain = _fixed_files(), _toolchain(device, arch)
+    key = _build_key(candidate, fixed, toolchain)
     final = cache_dir / "builds" / key
     so = final / f"{MODULE_NAME}.so"
     if so.is_file():
@@ -124,7 +126,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     (cache_dir / "builds").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_dir / "builds"))
     try:
-        with _held_slot(cache_dir / "builds" / "incremental", candidate, device, arch) as slot:
+        with _held_slot(cache_dir / "builds" / "incremental", candidate, [*fixed, *toolchain]) as slot:
             src = slot or work  # where the build runs; `work` becomes the published folder
             stage_sources(src, candidate)
             cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or ""]
@@ -178,8 +180,8 @@ def stage_sources(src: Path, candidate: Candidate) -> None:
     """Bring the build folder `src` to the candidate's sources (module docstring): in a fresh folder
     every file is written; in one that holds an earlier build, only what changed, and the objects
     of that build are removed wherever they may no longer match."""
-    for name in FIXED_FILES:
-        _write_if_changed(src / name, (TEMPLATE_DIR / name).read_text())
+    for name, text in _fixed_files():
+        _write_if_changed(src / name, text)
     kernels, build = src / "kernels", src / "build"
     kernels.mkdir(exist_ok=True)
     changed = {name for name, text in candidate.kernels.items() if _write_if_changed(kernels / name, text)}
@@ -205,13 +207,14 @@ def stage_sources(src: Path, candidate: Candidate) -> None:
 
 
 @contextlib.contextmanager
-def _held_slot(root: Path, candidate: Candidate, device: str, arch: str | None):
-    """The incremental build folder of this workspace and toolchain, held (flock) for one build; None
-    where the candidate is not a workspace folder or another build holds its slot."""
+def _held_slot(root: Path, candidate: Candidate, toolchain: list[tuple[str, str]]):
+    """The incremental build folder of this workspace and toolchain (with our fixed files), held
+    (flock) for one build; None where the candidate is not a workspace folder or another build
+    holds its slot."""
     if candidate.kind != "workspace":
         yield None
         return
-    name = _digest([("origin", os.path.realpath(candidate.origin)), *_toolchain(device, arch)])[:24]
+    name = _digest([("origin", os.path.realpath(candidate.origin)), *toolchain])[:24]
     slot = root / name
     slot.mkdir(parents=True, exist_ok=True)
     with open(slot / ".lock", "a") as lock:

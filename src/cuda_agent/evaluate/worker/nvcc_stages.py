@@ -131,7 +131,7 @@ def plan(real: list[str], args: list[str], keep_dir: str) -> Plan | None:
             continue
         text = line[len(STEP):].strip()
         assignment = ASSIGNMENT.match(text)
-        if assignment and not text.startswith("-"):
+        if assignment:
             env[assignment.group(1)] = assignment.group(2).strip()
             continue
         if text.startswith("-"):
