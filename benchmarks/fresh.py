@@ -151,8 +151,12 @@ def ninja_steps(root: Path) -> dict:
             key, _, value = line.partition(" = ")
             if key in ("nvcc", "cxx", "cflags", "cuda_cflags", "cuda_post_cflags"):
                 flags[key] = value[:600]
-    hows = [f.read_text(errors="replace").partition("\n")[0] for f in logs[-1].parent.glob("*.how")]
-    return {"steps_s": steps, "flags": flags, **({"cuda_compile": hows[0]} if hows else {})}
+    notes = [f.read_text(errors="replace").splitlines() for f in logs[-1].parent.glob("*.how")]
+    how = {}
+    if notes and notes[0]:  # light_nvcc.py's note: which compile made the CUDA unit; its final compile's header
+        how["cuda_compile"] = notes[0][0]
+        how.update({"host_header": line.partition(": ")[2] for line in notes[0] if line.startswith("host header: ")})
+    return {"steps_s": steps, "flags": flags, **how}
 
 
 def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
@@ -433,6 +437,10 @@ def build_steps(t, rows) -> None:
     hows = [h for r in rows if (h := (r.get("ninja") or {}).get("cuda_compile"))]
     if hows:  # light_nvcc.py's note: the light torch/extension.h, or the source as written
         t.add_row("    CUDA units compiled with the light torch/extension.h", f"{hows.count('light')} of {len(hows)}", "")
+    headers = [h for r in rows if (h := (r.get("ninja") or {}).get("host_header"))]
+    if headers:  # nvcc_pch.py: the final host compile's precompiled header
+        t.add_row("    nvcc's final compile: precompiled header used / built",
+                  f"{headers.count('used')} / {headers.count('built')} of {len(hows)}", "")
 
 
 def table(doc: dict) -> None:

@@ -39,11 +39,11 @@ def test_ninja_steps_reads_the_newest_builds_last_run_of_each_target(tmp_path, b
            "40000\t40300\t1\text.so\th3\n"
            "0\t1200\t2\tmain.o\th4\n")  # built again later: the last run counts
     new = _build_folder(tmp_path / "b-2", log, "nvcc = /usr/local/cuda/bin/nvcc\ncuda_cflags = -O3 -gencode=x\nrule cc\n")
-    (new / "cuda.cuda.o.how").write_text("as written\nerror: torch::nn is not a namespace\n")  # light_nvcc.py's
+    (new / "cuda.cuda.o.how").write_text("as written\nerror: torch::nn is not a namespace\nhost header: used\n")
     got = fresh.ninja_steps(tmp_path)
     assert got["steps_s"] == {"main.o": 1.2, "cuda.cuda.o": 40.0, "ext.so": 0.3}
     assert got["flags"] == {"nvcc": "/usr/local/cuda/bin/nvcc", "cuda_cflags": "-O3 -gencode=x"}
-    assert got["cuda_compile"] == "as written"
+    assert got["cuda_compile"] == "as written" and got["host_header"] == "used"  # light_nvcc.py's note
     assert fresh.ninja_steps(tmp_path / "missing") == {}
 
 

@@ -2,14 +2,18 @@
 result on model-written CUDA sources, and how much sooner?
 
     python benchmarks/diagnostics/light_headers.py stage          # once: the corpus's CUDA sources to .light/
-    python benchmarks/diagnostics/nvcc_stages.py --n 12 [--json OUT]
+    python benchmarks/diagnostics/nvcc_stages.py --n 12 [--pch] [--json OUT]
 
 Each of `--n` sources (a seeded sample of the staged corpus) is compiled twice, one after the other
 and in alternating order: by nvcc as it is (`--keep` into a folder of its own, so that the object
 file names no temporary file) and by `nvcc_stages.compile`, with the flags of this torch's
 `load_inline` CUDA compile and, for a source that includes torch/extension.h, the light header in
 front (the evaluator's first compile, `light_nvcc.py`). Compared: exit status, output, object file
-bytes; timed: each compile. Works without a GPU (nvcc and torch's headers are enough): a CPU build
+bytes; timed: each compile. With `--pch`, a third compile also gives the final host compile a
+precompiled header of the unit's headers (`worker/nvcc_pch.py`, one folder for the whole run, as an
+evaluator's cache): compared with nvcc's object on code, data, relocations and symbols, the name of
+the headers' anonymous namespace made one; timed apart for the compiles that built a header and
+those that used one. Works without a GPU (nvcc and torch's headers are enough): a CPU build
 of torch gets `TORCH_CUDA_ARCH_LIST` (default 9.0a), the CUDA toolkit's folder for CUDA_HOME, and
 an empty stand-in for the one generated header of c10/cuda that it lacks.
 
@@ -24,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import statistics
@@ -68,7 +73,18 @@ def flags(work: Path) -> tuple[str, list[str], list[str]]:
     return nvcc, pre, post
 
 
-def both(src: Path, work: Path, nvcc: str, pre: list[str], post: list[str], split_first: bool) -> dict:
+def normalised(obj: Path) -> str | None:
+    """An object's code, data, relocations and symbols, the anonymous namespaces' names made one."""
+    if not obj.is_file():
+        return None
+    text = "".join(subprocess.run(["objdump", *how, str(obj)], capture_output=True, text=True).stdout
+                   for how in (["-d", "--no-show-raw-insn", "-s"], ["-r"], ["-t"]))
+    text = text.replace(str(obj), "OBJ")
+    return "\n".join(sorted(re.sub(r"\d*_GLOBAL__N__\w+", "ANON", text).splitlines()))
+
+
+def both(src: Path, work: Path, nvcc: str, pre: list[str], post: list[str], split_first: bool,
+         pch: Path | None = None) -> dict:
     from cuda_agent.evaluate.worker import light_nvcc, nvcc_stages
     from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS
 
@@ -93,8 +109,21 @@ def both(src: Path, work: Path, nvcc: str, pre: list[str], post: list[str], spli
         row["split"] = None if done is None else (done.returncode, done.stdout + done.stderr,
                                                   out.read_bytes() if out.is_file() else None)
 
+    def with_pch() -> None:
+        out = work / f"{src.stem}.pch.o"
+        t0 = time.monotonic()
+        done = nvcc_stages.compile([nvcc], [*shim, *pre, "-c", str(src), "-o", str(out), *post], str(pch))
+        row["pch_s"] = round(time.monotonic() - t0, 2)
+        row["header"] = None if done is None else done.header
+        row["pch"] = None if done is None else (done.returncode, done.stdout + done.stderr, normalised(out))
+
     for f in ((split, as_is) if split_first else (as_is, split)):
         f()
+    if pch is not None:
+        with_pch()
+        c = row.pop("pch")
+        plain = row["nvcc"]
+        row["pch_same"] = c is not None and (c[0], c[1]) == plain[:2] and c[2] == normalised(work / f"{src.stem}.nvcc.o")
     a, b = row.pop("nvcc"), row.pop("split")
     row["compiled"] = a[0] == 0
     row["used"] = b is not None
@@ -117,6 +146,16 @@ def summary(doc: dict) -> None:
             a, b = statistics.median(r["nvcc_s"] for r in group), statistics.median(r["split_s"] for r in group)
             print(f"  {'compiled' if compiled else 'did not compile'} ({len(group)}): nvcc {a:.1f} s, "
                   f"side by side {b:.1f} s (median; {b / a:.2f} of nvcc's)")
+    with_pch = [r for r in rows if "pch_s" in r]
+    if with_pch:
+        print(f"  with the final compile's precompiled header: same status, output and object but for the "
+              f"anonymous namespace's name: {sum(r['pch_same'] for r in with_pch)} of {len(with_pch)}")
+        for header in ("used", "built", "not used", ""):
+            group = [r for r in with_pch if r["header"] == header and r["compiled"]]
+            if group:
+                a, c = statistics.median(r["nvcc_s"] for r in group), statistics.median(r["pch_s"] for r in group)
+                print(f"  header {header or 'none (too small, or not of the known shape)'} ({len(group)} compiled): "
+                      f"nvcc {a:.1f} s, side by side with it {c:.1f} s (median; {c / a:.2f} of nvcc's)")
 
 
 def main() -> int:
@@ -124,6 +163,7 @@ def main() -> int:
     ap.add_argument("--stage", type=Path, default=ROOT / ".light", help="light_headers.py stage's folder")
     ap.add_argument("--n", type=int, default=12, help="sources (a seeded sample)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pch", action="store_true", help="also compile with the final compile's precompiled header")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--summary", type=Path, help="print the summary of a --json file again")
     args = ap.parse_args()
@@ -140,11 +180,14 @@ def main() -> int:
     print(f"nvcc: {nvcc}\nflags: {' '.join(pre + post)[:300]}", flush=True)
     rows = []
     for i, r in enumerate(sample):
-        row = both(args.stage / f"{r['name']}.cu", work, nvcc, pre, post, split_first=bool(i % 2))
+        row = both(args.stage / f"{r['name']}.cu", work, nvcc, pre, post, split_first=bool(i % 2),
+                   pch=work / "pch" if args.pch else None)
         rows.append(row)
         print(f"[{i + 1}/{len(sample)}] {row['name']}: compiled={row['compiled']} nvcc {row['nvcc_s']} s, "
               f"side by side {row.get('split_s')} s, same status/output/object: "
-              f"{row['same_status']}/{row['same_output']}/{row['same_object']}", flush=True)
+              f"{row['same_status']}/{row['same_output']}/{row['same_object']}"
+              + (f"; with the header ({row['header'] or 'none'}) {row['pch_s']} s, same: {row['pch_same']}"
+                 if args.pch else ""), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"machine": os.uname().nodename, "cores": os.cpu_count(),
                                              "rows": rows}, indent=1))

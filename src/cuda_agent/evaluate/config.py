@@ -94,7 +94,9 @@ class EvalConfig:
     inline_pch: bool = True
     """Candidates' own `load_inline`/`load` builds: their host unit includes a precompiled header of
     torch/extension.h (one per set of compiler flags, under `cache_dir/pch`, built beside the first
-    build that needs it) instead of parsing torch's headers each time (worker/inline_build.py)."""
+    build that needs it) instead of parsing torch's headers each time (worker/inline_build.py); and
+    nvcc's final host compile of a build's only CUDA unit reads the unit's headers from a precompiled
+    header too (one per headers and flags, under `cache_dir/pch-nvcc`; worker/nvcc_pch.py)."""
     inline_light_headers: bool = True
     """Candidates' own CUDA units that include torch/extension.h are compiled first with torch's
     tensor API (torch/types.h) in that header's place, and again as written where that does not

@@ -27,7 +27,8 @@ lock that a killed build left (torch waits for that file without end).
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
 nvcc): first with torch's tensor API in that header's place, about 2.5 times faster through nvcc,
 then, where that does not compile, as written (that module's docstring); either compile runs nvcc's
-host and device front ends side by side (`nvcc_stages.py`).
+host and device front ends side by side (`nvcc_stages.py`), and with precompiled headers on, nvcc's
+final host compile reads the unit's headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
 
 The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
 rebuilds a header inside torch's install, and which every call without it deletes) is not used.
@@ -145,9 +146,16 @@ def building_in(folder: Path):
         yield
 
 
-def light_nvcc_command(real_nvcc: str) -> str:
-    """The ninja file's `nvcc`: `light_nvcc.py` in front of the real one (shell words)."""
-    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), str(LIGHT_HEADERS), real_nvcc])
+def light_nvcc_command(real_nvcc: str, pch_root: Path | None = None) -> str:
+    """The ninja file's `nvcc`: `light_nvcc.py` in front of the real one (shell words); with
+    `pch_root`, its final host compiles' precompiled headers live beside the host unit's."""
+    pch = ["--pch", str(nvcc_pch_root(pch_root))] if pch_root is not None else []
+    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), *pch, str(LIGHT_HEADERS), real_nvcc])
+
+
+def nvcc_pch_root(pch_root: Path) -> Path:
+    """Where CUDA units' final host compiles keep their precompiled headers (`nvcc_pch.py`)."""
+    return Path(pch_root).parent / f"{Path(pch_root).name}-nvcc"
 
 
 def _real_nvcc() -> str | None:
@@ -181,7 +189,7 @@ def _hooked_writer(writer: Callable[..., Any], pch_root: Path | None, light: boo
         real = _real_nvcc() if light and bound.arguments.get("with_cuda") else None
         if real is None or (previous is not None and str(LIGHT_NVCC) not in previous):
             return writer(*bound.args, **bound.kwargs)  # an earlier build here without it: kept
-        os.environ["PYTORCH_NVCC"] = light_nvcc_command(real)  # read by the writer, for this call only
+        os.environ["PYTORCH_NVCC"] = light_nvcc_command(real, pch_root)  # read by the writer, for this call only
         try:
             return writer(*bound.args, **bound.kwargs)
         finally:

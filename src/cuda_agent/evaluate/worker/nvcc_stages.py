@@ -36,6 +36,11 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
+try:
+    from . import nvcc_pch
+except ImportError:  # imported by light_nvcc.py run as a script: its folder holds the module
+    import nvcc_pch  # type: ignore[no-redef]
+
 STEP = "#$ "
 ASSIGNMENT = re.compile(r"([A-Za-z_]\w*)=(.*)\Z", re.S)
 VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -51,10 +56,12 @@ UNUSED = "-"  # a step that did not run (its chain stopped first)
 
 @dataclass
 class Compiled:
-    """What the build sees: nvcc's exit status and output."""
+    """What the build sees: nvcc's exit status and output; and, for reports, what became of the
+    final compile's precompiled header (`nvcc_pch.py`): used, built, or "" (neither)."""
     returncode: int
     stdout: bytes
     stderr: bytes
+    header: str = ""
 
 
 @dataclass
@@ -74,6 +81,9 @@ class Plan:
     final: Step
     module_id: str  # cudafe++'s
     device_module_id: str  # cicc's own
+    cpp_out: str  # cudafe++'s output, the final compile's input
+    pch_dir: str | None = None  # where the final compile's precompiled headers live (None: not used)
+    header: str = ""
     notes: bytes = b""  # nvcc's own messages while planning (its warnings)
     running: dict[int, subprocess.Popen] = field(default_factory=dict)
     failed_at: float = float("inf")
@@ -108,7 +118,7 @@ def _expand(word: str, env: dict[str, str]) -> str:
     return VARIABLE.sub(lambda m: env.get(m.group(1) or m.group(2), ""), word)
 
 
-def plan(real: list[str], args: list[str], keep_dir: str) -> Plan | None:
+def plan(real: list[str], args: list[str], keep_dir: str, pch_dir: str | None = None) -> Plan | None:
     """nvcc's commands for `args`, split into the host chain, the device chain and the final
     compile; None where the plan is not of the shape known here."""
     if len(real) != 1 or os.path.basename(real[0]) != "nvcc" or any(PLAN_OPTIONS.match(a) for a in args):
@@ -181,7 +191,7 @@ def plan(real: list[str], args: list[str], keep_dir: str) -> Plan | None:
         return None
     if depfile is not None:  # the host preprocessing writes it, as nvcc's own filter would
         host[0].argv += ["-MD", "-MF", depfile, "-MT", out]
-    return Plan(env, host, device, Step(len(steps) - 1, final), module_id, device_module_id,
+    return Plan(env, host, device, Step(len(steps) - 1, final), module_id, device_module_id, cpp_out, pch_dir,
                 notes="".join(n + "\n" for n in notes).encode())
 
 
@@ -210,6 +220,30 @@ def _run_chain(p: Plan, chain: list[Step]) -> None:
             return
 
 
+def _final(p: Plan) -> None:
+    """The final host compile: with a precompiled header of the unit's headers where one is ready
+    and the compile with it succeeds without a word of output, else as nvcc plans it (and the
+    header built beside it where none is ready)."""
+    if p.pch_dir is None:
+        _run_chain(p, [p.final])
+        return
+    attempt = nvcc_pch.prepare(p.pch_dir, p.final.argv, p.cpp_out, os.path.dirname(p.cpp_out), p.env)
+    if attempt.argv is not None:
+        try:
+            done = subprocess.run(attempt.argv, env=p.env, capture_output=True)
+            if done.returncode == 0 and not done.stdout and not done.stderr:
+                p.final.returncode, p.header = 0, "used"
+                return
+        except OSError:
+            pass
+        p.header = "not used"  # gcc refused it, or said something: nvcc's own compile decides
+    try:
+        _run_chain(p, [p.final])
+    finally:
+        if attempt.building is not None:
+            p.header = "built" if attempt.building.finish() else ""
+
+
 def run(p: Plan) -> Compiled | None:
     """Run the plan: both chains at once, then the final compile. None where cicc's module id is
     not cudafe++'s (the caller then runs nvcc as it is)."""
@@ -225,7 +259,7 @@ def run(p: Plan) -> Compiled | None:
             same = False
         if not same:
             return None
-        _run_chain(p, [p.final])
+        _final(p)
     shown, stdout, stderr = sorted(p.host + p.device + [p.final], key=lambda s: s.index), [], [p.notes]
     for step in shown:
         if step.returncode == UNUSED:
@@ -233,17 +267,18 @@ def run(p: Plan) -> Compiled | None:
         stdout.append(step.stdout)
         stderr.append(step.stderr)
         if step.returncode != 0:
-            return Compiled(int(step.returncode), b"".join(stdout), b"".join(stderr))
-    return Compiled(0, b"".join(stdout), b"".join(stderr))
+            return Compiled(int(step.returncode), b"".join(stdout), b"".join(stderr), p.header)
+    return Compiled(0, b"".join(stdout), b"".join(stderr), p.header)
 
 
-def compile(real: list[str], args: list[str]) -> Compiled | None:
+def compile(real: list[str], args: list[str], pch_dir: str | None = None) -> Compiled | None:
     """Compile one CUDA unit as `real` (nvcc) would with `args`, its two chains at once; None where
-    that cannot be done here (the caller runs nvcc itself)."""
+    that cannot be done here (the caller runs nvcc itself). `pch_dir`: where the final compile's
+    precompiled headers live (`nvcc_pch.py`; None: not used)."""
     out = _option(args, {"-o", "--output-file"})
     keep_dir = tempfile.mkdtemp(prefix=".nvcc-", dir=os.path.dirname(os.path.abspath(out)) if out else None)
     try:
-        p = plan(real, args, keep_dir)
+        p = plan(real, args, keep_dir, pch_dir)
         return run(p) if p is not None else None
     finally:
         shutil.rmtree(keep_dir, ignore_errors=True)

@@ -1,0 +1,201 @@
+"""A precompiled header for nvcc's final host compile of a CUDA unit (used by `nvcc_stages.py`).
+
+nvcc's last step compiles cudafe++'s output (`X.cudafe1.cpp`) with the host compiler: the unit's
+headers, preprocessed, then the unit's own code, then the stub and the fatbinary. For a unit that
+includes torch's headers that is about 400,000 lines, the same in every such unit up to the unit's
+first line of its own, and parsing them is most of the step (2-core machine, <torch/types.h>: 5.3 s
+of gcc, 1.6 s with the headers precompiled). So that text (the prefix: everything before the first
+line that cudafe++ attributes to the unit's own source) is compiled once into a gcc precompiled
+header, kept under `pch_dir/<key>/` where the key is a digest of the prefix, the compile's flags and
+the compiler; the final compile then reads the header's parsed state and the unit's own code.
+
+The header's text is the prefix verbatim but for one name. cudafe++ spells each anonymous namespace
+as a named one, `_GLOBAL__N__<module id>`, which differs from unit to unit, and the stub names
+entities in it through that name (it registers device variables such as libcu++'s `ignore`). In the
+header that name is `_GLOBAL__N__pch_<key>`, and the unit's own part starts with a namespace alias
+from the unit's name to it in each scope where the prefix had one. The entities of the headers'
+anonymous namespaces then have the same (hidden) name in every unit built with this header, so two
+such units in one shared library would share them: only a unit that is its build's only CUDA unit
+uses a header (`light_nvcc.py` checks the ninja file).
+
+A precompiled header is only ever an optimisation of nvcc's own step. The compile with it counts
+only when it succeeds without a word of output; otherwise (a header gcc will not use, an error, a
+warning that nvcc's own compile might not give) the final compile runs exactly as nvcc plans it, and
+that is what the build sees. Where no header is ready for a prefix, one is built beside nvcc's own
+final compile (published atomically, under a lock that no other build waits for) and waited for
+before returning, so that nothing of it runs once the build is done.
+
+Standard library only: it runs inside `light_nvcc.py`, before anything else of the package loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HEADER = "prefix.h"
+MIN_PREFIX_BYTES = 4 << 20  # below this the header's loading costs about what it saves
+KEEP = 4  # headers kept (about 0.4 GB each for torch/types.h), the least recently used removed first
+BUILD_TIMEOUT_S = 300.0
+FIRST_LINE = re.compile(rb'# 1 "((?:[^"\\]|\\.)*)"[ \d]*\n')
+ANON = re.compile(rb"_GLOBAL__N__\w+")
+# cudafe++'s spelling of `namespace {` (its first opening in a scope, then each later one)
+DECLARE = rb'namespace %s __attribute__\(\(visibility\("hidden"\)\)\)  \{ \}; using namespace ((?:::\w+)*)::%s; '
+REOPEN = rb'namespace %s __attribute__((visibility("hidden")))  {'
+
+
+@dataclass
+class Split:
+    key: str
+    header_text: bytes  # the prefix, the anonymous namespaces under the header's own name
+    rest: bytes  # what the final compile reads after the header: the unit's first line, the aliases, its own part
+
+
+def _compiler_identity(program: str, env: dict[str, str]) -> list:
+    found = shutil.which(program, path=env.get("PATH"))
+    if found is None:
+        return [program]
+    st = os.stat(found)
+    return [os.path.realpath(found), st.st_size, st.st_mtime_ns]
+
+
+def split(text: bytes, argv: list[str], source: str, env: dict[str, str],
+          min_prefix: int | None = None) -> Split | None:
+    """cudafe++'s output `text`, compiled by `argv` (the final step, input `source`), cut into the
+    header's text and the rest; None where it is not of the shape known here or too small to gain."""
+    first = FIRST_LINE.match(text)
+    if first is None:
+        return None
+    unit = first.group(1)
+    own = re.compile(rb'^# \d+ "' + re.escape(unit) + rb'"[ \d]*$', re.M).search(text, first.end())
+    if own is None or own.start() - first.end() < (MIN_PREFIX_BYTES if min_prefix is None else min_prefix):
+        return None
+    prefix = text[first.end():own.start()]
+    names = set(ANON.findall(prefix))
+    if len(names) > 1:
+        return None
+    flags = [a for a in argv[1:] if a != source]
+    if "-o" in flags:
+        at = flags.index("-o")
+        del flags[at:at + 2]
+    digest = hashlib.sha256(json.dumps([_compiler_identity(argv[0], env), flags]).encode())
+    if not names:
+        digest.update(prefix)
+        return Split(digest.hexdigest()[:32], prefix, text[:first.end()] + text[own.start():])
+    name = names.pop()
+    declare = re.compile(DECLARE % (re.escape(name), re.escape(name)))
+    declared = declare.findall(prefix)
+    # each opening names it once, a first one once more in its using-directive
+    if not declared or prefix.count(name) != prefix.count(REOPEN % name) + len(declared):
+        return None  # the name is used some other way: not known here
+    digest.update(prefix.replace(name, b"@"))
+    key = digest.hexdigest()[:32]
+    fixed = b"_GLOBAL__N__pch_" + key[:16].encode()
+    aliases = b""
+    for scope in sorted(set(declared)):
+        parts = [p for p in scope.split(b"::") if p]
+        aliases += (b"".join(b"namespace %s { " % p for p in parts) + b"namespace %s = %s::%s; " % (name, scope, fixed)
+                    + b"}" * len(parts) + b"\n")
+    return Split(key, prefix.replace(name, fixed), text[:first.end()] + aliases + text[own.start():])
+
+
+def header_command(argv: list[str], source: str, header: Path) -> list[str]:
+    """The final compile's command, of the header instead of the unit."""
+    words, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "-o":
+            skip = True
+        elif a != source:
+            words.append(a)
+    return [*words, "-x", "c++-header", str(header), "-o", f"{header}.gch"]
+
+
+def with_header(argv: list[str], source: str, rest: Path, header: Path) -> list[str]:
+    """The final compile's command, reading `rest` after the precompiled `header`; the unit's
+    stub and fatbinary are still found beside cudafe++'s output."""
+    words = [str(rest) if a == source else a for a in argv]
+    return [words[0], "-include", str(header), "-Winvalid-pch", "-iquote", os.path.dirname(os.path.abspath(source)),
+            *words[1:]]
+
+
+def prune(root: Path, keep: int = KEEP) -> None:
+    ready = sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                   key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in ready[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class Building:
+    """A header being built beside nvcc's own final compile; `finish` waits and publishes it."""
+
+    def __init__(self, root: Path, s: Split, argv: list[str], source: str, env: dict[str, str]):
+        self.root, self.key, self.proc = root, s.key, None
+        root.mkdir(parents=True, exist_ok=True)
+        self.lock = open(root / f"{s.key}.lock", "w")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.close()  # another build is making it
+            return
+        self.work = Path(tempfile.mkdtemp(prefix=f".{s.key}.", dir=root))
+        header = self.work / HEADER
+        header.write_bytes(s.header_text + b"\n")
+        self.proc = subprocess.Popen(header_command(argv, source, header), env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def finish(self) -> bool:
+        """Wait for the header; publish it where it built. Whether this call published one."""
+        if self.proc is None:
+            return False
+        try:
+            ok = self.proc.wait(BUILD_TIMEOUT_S) == 0
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            ok = False
+        published = False
+        if ok and (self.work / f"{HEADER}.gch").is_file():
+            with contextlib.suppress(OSError):
+                self.work.rename(self.root / self.key)  # atomic: the folder appears whole or not at all
+                published = True
+                prune(self.root)
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.lock.close()
+        return published
+
+
+@dataclass
+class Attempt:
+    argv: list[str] | None = None  # the compile with a ready header (None: none ready)
+    building: Building | None = None
+
+
+def prepare(root: str, argv: list[str], source: str, work: str, env: dict[str, str]) -> Attempt:
+    """What to do for the final compile `argv` of cudafe++'s output `source`: compile
+    with a ready header (its rest written under `work`), or build the header beside nvcc's own."""
+    try:
+        with open(source, "rb") as f:
+            s = split(f.read(), argv, source, env)
+        if s is None:
+            return Attempt()
+        ready = Path(root) / s.key
+        if (ready / f"{HEADER}.gch").is_file():
+            os.utime(ready)  # recently used: kept by `prune`
+            rest = Path(work) / "pch" / os.path.basename(source)  # the same name: gcc names the unit's initialiser after it
+            rest.parent.mkdir(parents=True, exist_ok=True)
+            rest.write_bytes(s.rest)
+            return Attempt(argv=with_header(argv, source, rest, ready / HEADER))
+        return Attempt(building=Building(Path(root), s, argv, source, env))
+    except OSError:
+        return Attempt()
