@@ -155,7 +155,9 @@ def ninja_steps(root: Path) -> dict:
     how = {}
     if notes and notes[0]:  # light_nvcc.py's note: which compile made the CUDA unit; its final compile's header
         how["cuda_compile"] = notes[0][0]
-        how.update({"host_header": line.partition(": ")[2] for line in notes[0] if line.startswith("host header: ")})
+        for line in notes[0][1:]:
+            if line.startswith("host header: "):
+                how["host_header"] = line.partition(": ")[2]
     return {"steps_s": steps, "flags": flags, **how}
 
 

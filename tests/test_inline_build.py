@@ -92,12 +92,14 @@ def test_inline_builds_are_found_by_their_sources_and_never_rebuilt_for_a_header
 
 
 def test_only_the_most_recently_used_headers_are_kept(tmp_path):
-    from cuda_agent.evaluate.worker.inline_build import prune
+    from cuda_agent.evaluate.worker.nvcc_pch import prune
 
     for i, name in enumerate("abcdef"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "torch_ext.h.gch").write_text("x")
+        (tmp_path / f"{name}.lock").write_text("")
         os.utime(tmp_path / name, (1000 + i, 1000 + i))
     (tmp_path / ".f0a1.work").mkdir()  # a build under way is not a header
     prune(tmp_path, keep=4)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".f0a1.work", "c", "d", "e", "f"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".f0a1.work", "c", "c.lock", "d", "d.lock", "e", "e.lock",
+                                                           "f", "f.lock"]

@@ -150,15 +150,6 @@ def test_a_header_is_used_only_by_a_builds_only_cuda_unit(tmp_path, monkeypatch)
     assert not light_nvcc.only_cuda_unit()
 
 
-def test_prune_keeps_the_most_recently_used_headers(tmp_path):
-    for i in range(nvcc_pch.KEEP + 2):
-        (tmp_path / f"k{i}").mkdir()
-        os.utime(tmp_path / f"k{i}", (1000 + i, 1000 + i))
-    (tmp_path / ".k9.tmp").mkdir()  # one being built
-    nvcc_pch.prune(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".k9.tmp"] + [f"k{i}" for i in range(2, nvcc_pch.KEEP + 2)]
-
-
 @needs_tools
 def test_light_nvcc_gives_the_header_to_a_builds_only_cuda_unit_and_notes_it(tmp_path, small_prefix, monkeypatch):
     def build(folder: str, text: str, units: int) -> str:

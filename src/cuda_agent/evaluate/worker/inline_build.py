@@ -43,20 +43,19 @@ import inspect
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from . import nvcc_pch
+
 HEADER = "torch_ext.h"
 LIGHT_NVCC = Path(__file__).with_name("light_nvcc.py")
 LIGHT_HEADERS = Path(__file__).with_name("light_headers")
-PCH_TIMEOUT_S = 300.0
 KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
-_pending: list[subprocess.Popen] = []
+_pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
 
 
@@ -76,20 +75,11 @@ def pch_command(cxx: str, cflags: list[str], post_cflags: list[str], header: Pat
 
 def _start_pch(root: Path, digest: str, cmd_for: Callable[[Path, Path], list[str]]) -> None:
     """Start building the precompiled header `root/digest` unless another process is on it."""
-    root.mkdir(parents=True, exist_ok=True)
-    lock = open(root / f"{digest}.lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()  # another build of it is under way
-        return
-    work = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=root))
-    (work / HEADER).write_text("#pragma once\n#include <torch/extension.h>\n")
-    proc = subprocess.Popen(cmd_for(work / HEADER, work / f"{HEADER}.gch"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    proc.publish = (work, root / digest, lock)  # type: ignore[attr-defined]
-    with _lock:
-        _pending.append(proc)
+    building = nvcc_pch.Building(root, digest, HEADER, b"#pragma once\n#include <torch/extension.h>\n",
+                                 lambda header: cmd_for(header, header.with_name(f"{HEADER}.gch")), keep=KEEP)
+    if building.proc is not None:
+        with _lock:
+            _pending.append(building)
 
 
 def finish_pending() -> None:
@@ -97,28 +87,8 @@ def finish_pending() -> None:
     with _lock:
         pending = list(_pending)
         _pending.clear()
-    for proc in pending:
-        work, final, lock = proc.publish  # type: ignore[attr-defined]
-        try:
-            ok = proc.wait(PCH_TIMEOUT_S) == 0
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            ok = False
-        if ok and (work / f"{HEADER}.gch").is_file():
-            with contextlib.suppress(OSError):
-                work.rename(final)  # atomic: the folder appears whole or not at all
-                prune(final.parent)
-        shutil.rmtree(work, ignore_errors=True)
-        lock.close()
-
-
-def prune(root: Path, keep: int = KEEP) -> None:
-    """Remove all but the `keep` most recently used precompiled headers under `root`."""
-    ready = sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
-                   key=lambda d: d.stat().st_mtime, reverse=True)
-    for old in ready[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+    for building in pending:
+        building.finish()
 
 
 def source_dir(root: Path, arguments: dict[str, Any]) -> Path:

@@ -130,29 +130,36 @@ def with_header(argv: list[str], source: str, rest: Path, header: Path) -> list[
 
 
 def prune(root: Path, keep: int = KEEP) -> None:
+    """Remove all but the `keep` most recently used headers under `root` (folders being built,
+    named with a leading dot, are not headers)."""
     ready = sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
                    key=lambda d: d.stat().st_mtime, reverse=True)
     for old in ready[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.remove(root / f"{old.name}.lock")
 
 
 class Building:
-    """A header being built beside nvcc's own final compile; `finish` waits and publishes it."""
+    """A precompiled header being built in the background: `root/key/name.gch` from `text`, by
+    `command(header path)`, unless another process is on it (then nothing is started). `finish`
+    waits for it and publishes it whole (one rename), keeping the `keep` most recently used."""
 
-    def __init__(self, root: Path, s: Split, argv: list[str], source: str, env: dict[str, str]):
-        self.root, self.key, self.proc = root, s.key, None
+    def __init__(self, root: Path, key: str, name: str, text: bytes, command, env: dict[str, str] | None = None,
+                 keep: int = KEEP):
+        self.root, self.key, self.name, self.keep, self.proc = root, key, name, keep, None
         root.mkdir(parents=True, exist_ok=True)
-        self.lock = open(root / f"{s.key}.lock", "w")
+        self.lock = open(root / f"{key}.lock", "w")
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.lock.close()  # another build is making it
             return
-        self.work = Path(tempfile.mkdtemp(prefix=f".{s.key}.", dir=root))
-        header = self.work / HEADER
-        header.write_bytes(s.header_text + b"\n")
-        self.proc = subprocess.Popen(header_command(argv, source, header), env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        header = self.work / name
+        header.write_bytes(text)
+        self.proc = subprocess.Popen(command(header), env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
 
     def finish(self) -> bool:
         """Wait for the header; publish it where it built. Whether this call published one."""
@@ -165,11 +172,11 @@ class Building:
             self.proc.wait()
             ok = False
         published = False
-        if ok and (self.work / f"{HEADER}.gch").is_file():
+        if ok and (self.work / f"{self.name}.gch").is_file():
             with contextlib.suppress(OSError):
                 self.work.rename(self.root / self.key)  # atomic: the folder appears whole or not at all
                 published = True
-                prune(self.root)
+                prune(self.root, self.keep)
         shutil.rmtree(self.work, ignore_errors=True)
         self.lock.close()
         return published
@@ -196,6 +203,7 @@ def prepare(root: str, argv: list[str], source: str, work: str, env: dict[str, s
             rest.parent.mkdir(parents=True, exist_ok=True)
             rest.write_bytes(s.rest)
             return Attempt(argv=with_header(argv, source, rest, ready / HEADER))
-        return Attempt(building=Building(Path(root), s, argv, source, env))
+        return Attempt(building=Building(Path(root), s.key, HEADER, s.header_text + b"\n",
+                                         lambda header: header_command(argv, source, header), env))
     except OSError:
         return Attempt()
