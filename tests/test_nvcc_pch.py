@@ -166,3 +166,15 @@ def test_light_nvcc_gives_the_header_to_a_builds_only_cuda_unit_and_notes_it(tmp
     assert build("two-units", UNIT, 2) == "as written\n"  # no header for a build of several CUDA units
     assert build("first", UNIT, 1) == "as written\nhost header: built\n"
     assert build("second", OTHER, 1) == "as written\nhost header: used\n"
+
+
+def test_only_gccs_final_compiles_get_a_header(tmp_path):
+    clang = tmp_path / "clang++"
+    clang.write_text("#!/bin/sh\necho 'clang version 17.0.6'\n")
+    clang.chmod(0o755)
+    assert not nvcc_pch.is_gcc(str(clang), dict(os.environ))
+    assert not nvcc_pch.is_gcc(str(tmp_path / "missing"), dict(os.environ))
+    assert nvcc_pch.prepare(str(tmp_path / "pch"), [str(clang), "-c", "x.cpp"], "x.cpp", str(tmp_path),
+                            dict(os.environ)) == nvcc_pch.Attempt()
+    if shutil.which("gcc"):
+        assert nvcc_pch.is_gcc("gcc", dict(os.environ))

@@ -60,6 +60,15 @@ class Split:
     rest: bytes  # what the final compile reads after the header: the unit's first line, the aliases, its own part
 
 
+def is_gcc(program: str, env: dict[str, str]) -> bool:
+    """Whether the host compiler is gcc (whose precompiled headers this makes; clang's differ)."""
+    try:
+        first = subprocess.run([program, "--version"], env=env, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "clang" not in first.partition("\n")[0].lower() and "Free Software Foundation" in first
+
+
 def _compiler_identity(program: str, env: dict[str, str]) -> list:
     found = shutil.which(program, path=env.get("PATH"))
     if found is None:
@@ -192,6 +201,8 @@ def prepare(root: str, argv: list[str], source: str, work: str, env: dict[str, s
     """What to do for the final compile `argv` of cudafe++'s output `source`: compile
     with a ready header (its rest written under `work`), or build the header beside nvcc's own."""
     try:
+        if not is_gcc(argv[0], env):
+            return Attempt()
         with open(source, "rb") as f:
             s = split(f.read(), argv, source, env)
         if s is None:
