@@ -178,3 +178,54 @@ def test_only_gccs_final_compiles_get_a_header(tmp_path):
                             dict(os.environ)) == nvcc_pch.Attempt()
     if shutil.which("gcc"):
         assert nvcc_pch.is_gcc("gcc", dict(os.environ))
+
+
+GPU_BUILD = r"""
+import json, sys
+from pathlib import Path
+from cuda_agent.evaluate.worker import inline_build
+inline_build.install(sys.argv[1] + "/pch", sys.argv[1] + "/builds", light_headers=True)
+from torch.utils.cpp_extension import load_inline
+import torch
+body = '''
+#include <torch/extension.h>
+#include <cuda/std/tuple>
+namespace {
+__device__ float bias;
+__global__ void add(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + bias + cuda::std::get<0>(cuda::std::make_tuple(%d.f));
+}
+}
+torch::Tensor f(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    float b = %s;
+    TORCH_CHECK(cudaMemcpyToSymbol(bias, &b, sizeof b) == cudaSuccess);
+    add<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+'''
+x = torch.arange(4, dtype=torch.float32, device="cuda")
+rows = []
+for k, b in [(1, "0.5f"), (2, "0.25f")]:
+    m = load_inline(name=f"pch_{k}", cpp_sources=["torch::Tensor f(torch::Tensor x);"], cuda_sources=[body % (k, b)],
+                    functions=["f"])
+    [how] = Path(m.__file__).parent.glob("*.cuda.o.how")
+    rows.append({"out": m.f(x).tolist(), "how": how.read_text().splitlines()})
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.gpu
+def test_extensions_built_with_the_header_run_their_kernels_and_device_variables(tmp_path):
+    """The second extension's CUDA unit reads its headers from the first one's precompiled header;
+    its kernel and its own anonymous namespace's device variable (set through the stub's
+    registration) work, and so do libcu++'s."""
+    import json
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["light", "host header: built"]}
+    assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["light", "host header: used"]}
