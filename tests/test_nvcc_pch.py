@@ -73,6 +73,8 @@ def _source(tmp_path: Path, name: str, text: str) -> Path:
 @needs_tools
 def test_the_header_is_built_then_used_and_the_object_is_nvccs_but_for_one_name(tmp_path, small_prefix):
     first, other = _source(tmp_path, "first", UNIT), _source(tmp_path, "other", OTHER)
+    assert _with_pch(tmp_path, first)[0].header == ""  # headers seen once: no header built for them yet
+    assert not list((tmp_path / "pch").glob(f"*/{nvcc_pch.HEADER}.gch"))
     built, built_out = _with_pch(tmp_path, first)
     assert (built.returncode, built.header) == (0, "built")
     nvcc_first = _nvcc(tmp_path, first)
@@ -91,7 +93,7 @@ def test_the_header_is_built_then_used_and_the_object_is_nvccs_but_for_one_name(
 @needs_tools
 def test_a_header_gcc_refuses_leaves_the_compile_to_nvccs_own_step(tmp_path, small_prefix):
     first, other = _source(tmp_path, "first", UNIT), _source(tmp_path, "other", OTHER)
-    assert _with_pch(tmp_path, first)[0].header == "built"
+    assert [_with_pch(tmp_path, first)[0].header for _ in range(2)] == ["", "built"]
     [header] = (tmp_path / "pch").glob(f"*/{nvcc_pch.HEADER}.gch")
     header.write_bytes(b"not a precompiled header")
     done, out = _with_pch(tmp_path, other)
@@ -117,6 +119,9 @@ ARGV = ["gcc", "-c", "-x", "c++", "unit.cudafe1.cpp", "-o", "unit.o"]
 
 
 def test_the_prefix_is_cut_at_the_units_first_own_line_with_aliases_for_the_namespace():
+    pragmas = (b'#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored "-Wattributes"\n'
+               b"#pragma GCC visibility push ( default )\nint shown;\n#pragma GCC visibility pop\n")
+    assert nvcc_pch.split(PREFIX + pragmas + OWN, ARGV, "unit.cudafe1.cpp", dict(os.environ), min_prefix=0)
     s = nvcc_pch.split(PREFIX + OWN, ARGV, "unit.cudafe1.cpp", dict(os.environ), min_prefix=0)
     assert s is not None and NAME not in s.header_text and b"header_padding" in s.header_text
     fixed = b"_GLOBAL__N__pch_" + s.key[:16].encode()
@@ -135,6 +140,8 @@ def test_the_prefix_is_cut_at_the_units_first_own_line_with_aliases_for_the_name
     PREFIX + b"namespace _GLOBAL__N__another __attribute__((visibility(\"hidden\")))  { }\n" + OWN,  # two names
     PREFIX.replace(b'# 1 "unit.cu"\n', b""),  # not cudafe++'s first line
     PREFIX,  # no line of the unit's own
+    PREFIX + b"#pragma pack(1)\n" + OWN,  # state the header might not carry over
+    PREFIX + b"#pragma GCC visibility push(hidden)\n" + OWN,  # pushed, never popped
 ])
 def test_text_of_another_shape_is_not_cut(text):
     assert nvcc_pch.split(text, ARGV, "unit.cudafe1.cpp", dict(os.environ), min_prefix=0) is None
@@ -164,8 +171,9 @@ def test_light_nvcc_gives_the_header_to_a_builds_only_cuda_unit_and_notes_it(tmp
         return (work / "u0.cuda.o.how").read_text()
 
     assert build("two-units", UNIT, 2) == "as written\n"  # no header for a build of several CUDA units
-    assert build("first", UNIT, 1) == "as written\nhost header: built\n"
-    assert build("second", OTHER, 1) == "as written\nhost header: used\n"
+    assert build("first", UNIT, 1) == "as written\n"  # these headers seen once
+    assert build("second", UNIT, 1) == "as written\nhost header: built\n"
+    assert build("third", OTHER, 1) == "as written\nhost header: used\n"
 
 
 def test_only_gccs_final_compiles_get_a_header(tmp_path):
@@ -207,7 +215,7 @@ torch::Tensor f(torch::Tensor x) {
 '''
 x = torch.arange(4, dtype=torch.float32, device="cuda")
 rows = []
-for k, b in [(1, "0.5f"), (2, "0.25f")]:
+for k, b in [(1, "0.5f"), (2, "0.25f"), (3, "0.125f")]:
     m = load_inline(name=f"pch_{k}", cpp_sources=["torch::Tensor f(torch::Tensor x);"], cuda_sources=[body % (k, b)],
                     functions=["f"])
     [how] = Path(m.__file__).parent.glob("*.cuda.o.how")
@@ -218,14 +226,15 @@ print(json.dumps(rows))
 
 @pytest.mark.gpu
 def test_extensions_built_with_the_header_run_their_kernels_and_device_variables(tmp_path):
-    """The second extension's CUDA unit reads its headers from the first one's precompiled header;
-    its kernel and its own anonymous namespace's device variable (set through the stub's
-    registration) work, and so do libcu++'s."""
+    """The third extension's CUDA unit reads its headers from the precompiled header that the
+    second one built (the first one's headers were seen once); its kernel and its own anonymous
+    namespace's device variable (set through the stub's registration) work, and so do libcu++'s."""
     import json
     import sys
 
     out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    first, second = json.loads(out.stdout.strip().splitlines()[-1])
-    assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["light", "host header: built"]}
-    assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["light", "host header: used"]}
+    first, second, third = json.loads(out.stdout.strip().splitlines()[-1])
+    assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["light"]}
+    assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["light", "host header: built"]}
+    assert third == {"out": [3.125, 4.125, 5.125, 6.125], "how": ["light", "host header: used"]}

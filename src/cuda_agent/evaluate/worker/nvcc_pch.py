@@ -8,6 +8,8 @@ of gcc, 1.6 s with the headers precompiled). So that text (the prefix: everythin
 line that cudafe++ attributes to the unit's own source) is compiled once into a gcc precompiled
 header, kept under `pch_dir/<key>/` where the key is a digest of the prefix, the compile's flags and
 the compiler; the final compile then reads the header's parsed state and the unit's own code.
+A header is built the second time its prefix is seen (a marker `<key>.seen` records the first), so
+that a set of includes that one candidate alone uses costs no header.
 
 The header's text is the prefix verbatim but for one name. cudafe++ spells each anonymous namespace
 as a named one, `_GLOBAL__N__<module id>`, which differs from unit to unit, and the stub names
@@ -21,8 +23,8 @@ uses a header (`light_nvcc.py` checks the ninja file).
 A precompiled header is only ever an optimisation of nvcc's own step. The compile with it counts
 only when it succeeds without a word of output; otherwise (a header gcc will not use, an error, a
 warning that nvcc's own compile might not give) the final compile runs exactly as nvcc plans it, and
-that is what the build sees. Where no header is ready for a prefix, one is built beside nvcc's own
-final compile (published atomically, under a lock that no other build waits for) and waited for
+that is what the build sees. Where no header is ready for a prefix seen before, one is built beside
+nvcc's own final compile (published atomically, under a lock that no other build waits for) and waited for
 before returning, so that nothing of it runs once the build is done.
 
 Standard library only: it runs inside `light_nvcc.py`, before anything else of the package loads.
@@ -45,9 +47,11 @@ from pathlib import Path
 HEADER = "prefix.h"
 MIN_PREFIX_BYTES = 4 << 20  # below this the header's loading costs about what it saves
 KEEP = 4  # headers kept (about 0.4 GB each for torch/types.h), the least recently used removed first
+SEEN_KEPT = 256  # markers of prefixes seen once
 BUILD_TIMEOUT_S = 300.0
 FIRST_LINE = re.compile(rb'# 1 "((?:[^"\\]|\\.)*)"[ \d]*\n')
 ANON = re.compile(rb"_GLOBAL__N__\w+")
+PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+([^\n]*)", re.M)
 # cudafe++'s spelling of `namespace {` (its first opening in a scope, then each later one)
 DECLARE = rb'namespace %s __attribute__\(\(visibility\("hidden"\)\)\)  \{ \}; using namespace ((?:::\w+)*)::%s; '
 REOPEN = rb'namespace %s __attribute__((visibility("hidden")))  {'
@@ -77,10 +81,32 @@ def _compiler_identity(program: str, env: dict[str, str]) -> list:
     return [os.path.realpath(found), st.st_size, st.st_mtime_ns]
 
 
+def _pragmas_end_where_they_began(prefix: bytes) -> bool:
+    """Whether the prefix's pragmas leave no state that a precompiled header might not carry over
+    to the unit's own part: only gcc's diagnostics (which can change warnings only, and a compile
+    with a warning is not used) and visibility pushed and popped back."""
+    depth = 0
+    for m in PRAGMA.finditer(prefix):
+        words = m.group(1).split()
+        if words[:2] == [b"GCC", b"diagnostic"]:
+            continue
+        if words[:2] != [b"GCC", b"visibility"]:
+            return False
+        what = b"".join(words[2:])
+        if what.startswith(b"push("):
+            depth += 1
+        elif what == b"pop":
+            depth -= 1
+        else:
+            return False
+    return depth == 0
+
+
 def split(text: bytes, argv: list[str], source: str, env: dict[str, str],
           min_prefix: int | None = None) -> Split | None:
     """cudafe++'s output `text`, compiled by `argv` (the final step, input `source`), cut into the
-    header's text and the rest; None where it is not of the shape known here or too small to gain."""
+    header's text and the rest; None where it is not of the shape known here (its pragmas among it),
+    or too small to gain."""
     first = FIRST_LINE.match(text)
     if first is None:
         return None
@@ -89,6 +115,8 @@ def split(text: bytes, argv: list[str], source: str, env: dict[str, str],
     if own is None or own.start() - first.end() < (MIN_PREFIX_BYTES if min_prefix is None else min_prefix):
         return None
     prefix = text[first.end():own.start()]
+    if not _pragmas_end_where_they_began(prefix):
+        return None
     names = set(ANON.findall(prefix))
     if len(names) > 1:
         return None
@@ -147,6 +175,10 @@ def prune(root: Path, keep: int = KEEP) -> None:
         shutil.rmtree(old, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.remove(root / f"{old.name}.lock")
+    seen = sorted(root.glob("*.seen"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in seen[SEEN_KEPT:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 class Building:
@@ -198,8 +230,9 @@ class Attempt:
 
 
 def prepare(root: str, argv: list[str], source: str, work: str, env: dict[str, str]) -> Attempt:
-    """What to do for the final compile `argv` of cudafe++'s output `source`: compile
-    with a ready header (its rest written under `work`), or build the header beside nvcc's own."""
+    """What to do for the final compile `argv` of cudafe++'s output `source`: compile with a
+    ready header (its rest written under `work`), build the header beside nvcc's own where its
+    prefix was seen before, or nothing (the first sighting is recorded)."""
     try:
         if not is_gcc(argv[0], env):
             return Attempt()
@@ -214,6 +247,11 @@ def prepare(root: str, argv: list[str], source: str, work: str, env: dict[str, s
             rest.parent.mkdir(parents=True, exist_ok=True)
             rest.write_bytes(s.rest)
             return Attempt(argv=with_header(argv, source, rest, ready / HEADER))
+        seen = Path(root) / f"{s.key}.seen"
+        if not seen.exists():  # the first unit with these headers: no header yet
+            seen.parent.mkdir(parents=True, exist_ok=True)
+            seen.touch()
+            return Attempt()
         return Attempt(building=Building(Path(root), s.key, HEADER, s.header_text + b"\n",
                                          lambda header: header_command(argv, source, header), env))
     except OSError:
