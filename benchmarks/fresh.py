@@ -8,7 +8,8 @@ Candidates: single-file `load_inline` kernels that language models wrote for Ker
 that KernelBench judged correct (`../shared/corpora/kernelbench-a100-runs`: one `__global__` kernel,
 `torch/extension.h`), each made new by a comment with a random nonce in its source, so that nothing
 of it is in any cache. Their tasks' baselines are measured first (not counted): the targets are
-for a fresh candidate with its baselines cached. Steps (`--steps`):
+for a fresh candidate with its baselines cached; so are the precompiled headers of the builds,
+made by two warm-up candidates where the cache has none (`headers` in the JSON). Steps (`--steps`):
 
 - `alone`: `--alone` fresh candidates one after the other through an `Evaluator` (warm workers, one
   evaluation at a time): the full evaluation's time and its phases (build, load, trials, timing);
@@ -426,6 +427,29 @@ def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
                                         for r in res)})
 
 
+def headers_first(cfg, stage: Path, tmp: Path, log: Log) -> None:
+    """Where the cache holds no precompiled headers yet, two fresh variants of the first staged
+    kernel, one after the other (not counted): the first builds torch/extension.h's for the host
+    unit, the second the CUDA unit's headers' for nvcc's final compile (built at their second
+    sighting). Like the baselines, they are built once per machine and flags, not per candidate."""
+    from cuda_agent.evaluate import Evaluator, load_candidate
+    from cuda_agent.evaluate.worker.inline_build import nvcc_pch_root
+
+    pch = cfg.cache_dir / "pch"
+    if not cfg.inline_pch or not str(cfg.device).startswith("cuda") or (
+            any(pch.glob("*/*.gch")) and any(nvcc_pch_root(pch).glob("*/*.gch"))):
+        return
+    rows, t0 = [], time.monotonic()
+    with Evaluator(cfg, jobs=1) as ev:
+        for _ in range(2):
+            [(task, path, name)] = candidates(stage, 1, tmp)
+            t1 = time.monotonic()
+            res = ev.evaluate(task, load_candidate(path), cfg)
+            rows.append({"name": name, "wall_s": round(time.monotonic() - t1, 2), **verdict(res),
+                         "ninja": ninja_steps(cfg.cache_dir / "torch_extensions" / "by_source")})
+    log.put("headers", {"s": round(time.monotonic() - t0, 1), "rows": rows})
+
+
 def build_steps(t, rows) -> None:
     """Rows of the table: the median time of each step of the builds (ninja's log) in `rows`."""
     steps: dict[str, list[float]] = {}
@@ -456,6 +480,9 @@ def table(doc: dict) -> None:
     t = Table(title="fresh candidates (targets from the \\[fresh] issue)", title_justify="left")
     for col in ("figure", "measured", "target"):
         t.add_column(col)
+    if h := doc.get("headers"):
+        t.add_row("precompiled headers built first: two warm-up candidates (not counted)",
+                  " + ".join(f"{r['total_s']:.1f} s" for r in h["rows"] if r.get("total_s") is not None), "")
     if a := doc.get("alone"):
         ok = sum(r["correct"] for r in a)
         t.add_row(f"fresh candidate alone, full evaluation (median of {len(a)}, {ok} correct)", med(a), "<= 20 s")
@@ -517,6 +544,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if {"alone", "parallel"} & set(steps):
         baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
                                                           args.n if "parallel" in steps else 0), log)
+        headers_first(cfg, args.stage, tmp, log)
     for step in steps:
         t0 = time.monotonic()
         if step == "alone":
