@@ -125,6 +125,16 @@ def test_the_ninja_file_names_the_light_nvcc_and_a_folder_keeps_its_first_choice
     assert str(LIGHT_NVCC) not in _write(host_only, True, monkeypatch, with_cuda=False)
 
 
+def test_the_light_nvcc_runs_nvcc_itself_even_with_a_compiler_cache_on_path(tmp_path, monkeypatch):
+    import torch.utils.cpp_extension as ce
+
+    monkeypatch.setattr(ce, "_wrap_compiler", lambda compiler: ["ccache", *([compiler] if isinstance(compiler, str)
+                                                                             else compiler)])
+    lines = [x for x in _write(tmp_path, True, monkeypatch).splitlines() if x.startswith("nvcc")]
+    [line] = [x for x in lines if str(LIGHT_NVCC) in x]
+    assert line.endswith(f"{LIGHT_HEADERS} /opt/cuda/bin/nvcc") and "ccache" not in line  # nvcc_stages can split it
+
+
 GPU_BUILD = r"""
 import json, sys
 from pathlib import Path

@@ -129,16 +129,18 @@ def nvcc_pch_root(pch_root: Path) -> Path:
 
 
 def _real_nvcc() -> str | None:
-    """The nvcc command torch's ninja file would name (with ccache in front where torch puts it),
-    or None where this torch's helpers are not the ones known here, or a HIP build."""
+    """The nvcc that torch's ninja file would name, without the compiler cache torch puts in front
+    of it where one is on PATH (ccache, sccache): nvcc's steps are run side by side and with a
+    precompiled header only for nvcc itself, a cache keyed by the preprocessed source cannot hit for
+    a source never built before, and one built before is found by its build folder. None where this
+    torch's helpers are not the ones known here, or a HIP build."""
     import torch.utils.cpp_extension as ce
 
-    join, wrap = getattr(ce, "_join_cuda_home", None), getattr(ce, "_wrap_compiler", None)
+    join = getattr(ce, "_join_cuda_home", None)
     if join is None or getattr(ce, "IS_HIP_EXTENSION", False) or "PYTORCH_NVCC" in os.environ:
         return None  # PYTORCH_NVCC: the candidate chose its nvcc itself
     try:
-        nvcc = join("bin", "nvcc")
-        return shlex.join(wrap(nvcc)) if wrap is not None else shlex.quote(nvcc)
+        return shlex.quote(join("bin", "nvcc"))
     except (OSError, RuntimeError, TypeError):  # no CUDA_HOME
         return None
 
