@@ -23,9 +23,11 @@ uses a header (`light_nvcc.py` checks the ninja file).
 A precompiled header is only ever an optimisation of nvcc's own step. The compile with it counts
 only when it succeeds without a word of output; otherwise (a header gcc will not use, an error, a
 warning that nvcc's own compile might not give) the final compile runs exactly as nvcc plans it, and
-that is what the build sees. Where no header is ready for a prefix seen before, one is built beside
-nvcc's own final compile (published atomically, under a lock that no other build waits for) and waited for
-before returning, so that nothing of it runs once the build is done.
+that is what the build sees. A prefix whose pragmas could leave state behind that a precompiled
+header might not carry over (anything but gcc's diagnostics and visibility pushed and popped back)
+gets none. Where no header is ready for a prefix seen before, one is built beside nvcc's own final
+compile (published atomically, under a lock that no other build waits for) and waited for before
+returning, so that nothing of it runs once the build is done.
 
 Standard library only: it runs inside `light_nvcc.py`, before anything else of the package loads.
 """
