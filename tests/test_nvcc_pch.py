@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,18 @@ def test_extensions_built_with_the_header_run_their_kernels_and_device_variables
     assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["light"]}
     assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["light", "host header: built"]}
     assert third == {"out": [3.125, 4.125, 5.125, 6.125], "how": ["light", "host header: used"]}
+
+
+def test_a_header_whose_build_failed_is_not_tried_again_at_once(tmp_path):
+    def build() -> nvcc_pch.Building:
+        return nvcc_pch.Building(tmp_path, "k", "h.h", b"#error no\n", lambda header: ["false"])
+
+    first = build()
+    assert first.proc is not None and not first.finish()  # `false` fails: nothing published
+    assert (tmp_path / "k.failed").exists() and not (tmp_path / "k").exists()
+    assert build().proc is None  # not tried again for a while
+    old = time.time() - nvcc_pch.FAILED_WAIT_S - 1
+    os.utime(tmp_path / "k.failed", (old, old))
+    again = build()
+    assert again.proc is not None
+    again.finish()

@@ -43,6 +43,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,7 @@ KEEP = 6  # headers kept (about 0.4 GB each for torch/types.h), the least recent
 # cuBLAS's headers) make 6 distinct prefixes, the three most common 99% of them
 SEEN_KEPT = 256  # markers of prefixes seen once
 BUILD_TIMEOUT_S = 300.0
+FAILED_WAIT_S = 3600.0  # a header whose build failed is not tried again for this long
 FIRST_LINE = re.compile(rb'# 1 "((?:[^"\\]|\\.)*)"[ \d]*\n')
 ANON = re.compile(rb"_GLOBAL__N__\w+")
 PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+([^\n]*)", re.M)
@@ -177,7 +179,7 @@ def prune(root: Path, keep: int = KEEP) -> None:
                    key=lambda d: d.stat().st_mtime, reverse=True)
     for old in ready[keep:]:
         shutil.rmtree(old, ignore_errors=True)
-        for marker in (f"{old.name}.lock", f"{old.name}.seen"):  # a pruned header waits for two sightings again
+        for marker in (f"{old.name}.lock", f"{old.name}.seen", f"{old.name}.failed"):  # a pruned header waits for two sightings again
             with contextlib.suppress(OSError):
                 os.remove(root / marker)
     seen = sorted(root.glob("*.seen"), key=lambda f: f.stat().st_mtime, reverse=True)
@@ -189,12 +191,16 @@ def prune(root: Path, keep: int = KEEP) -> None:
 class Building:
     """A precompiled header being built in the background: `root/key/name.gch` from `text`, by
     `command(header path)`, unless another process is on it (then nothing is started). `finish`
-    waits for it and publishes it whole (one rename), keeping the `keep` most recently used."""
+    waits for it and publishes it whole (one rename), keeping the `keep` most recently used. A build
+    that failed leaves `root/key.failed`, and none is tried again for FAILED_WAIT_S."""
 
     def __init__(self, root: Path, key: str, name: str, text: bytes, command, env: dict[str, str] | None = None,
                  keep: int = KEEP):
         self.root, self.key, self.name, self.keep, self.proc = root, key, name, keep, None
         root.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if time.time() - (root / f"{key}.failed").stat().st_mtime < FAILED_WAIT_S:
+                return
         self.lock = open(root / f"{key}.lock", "w")
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -224,6 +230,9 @@ class Building:
                 published = True
                 prune(self.root, self.keep)
         shutil.rmtree(self.work, ignore_errors=True)
+        if not published:
+            with contextlib.suppress(OSError):
+                (self.root / f"{self.key}.failed").touch()
         self.lock.close()
         return published
 
