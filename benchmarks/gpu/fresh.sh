@@ -6,7 +6,7 @@
 #   here:       python benchmarks/fresh.py table A/fresh.json B/fresh.json
 # Stage the candidates first, on the development machine: `python benchmarks/fresh.py stage`.
 # STEPS: `tests` (nvcc's stages and final-compile header against nvcc, and the GPU tests of the
-# CUDA build path), and any of fresh.py's steps (alone, parallel, kernelbench, service), run in one
+# CUDA build path; TESTS picks the files), and any of fresh.py's steps (alone, parallel, kernelbench, service), run in one
 # fresh.py process. N, JOBS, ALONE pass to fresh.py; TESTS_LIMIT (default 240) and FRESH_LIMIT
 # (default 560 less what the tests took) bound them. The task baselines are measured first when
 # they are not in the cache (115-180 s on a fresh machine); the cache is $PWD/.cache/fresh, kept on
@@ -24,8 +24,8 @@ if [[ -f .fresh/cache.tgz && ! -d "$CACHE/baselines" ]]; then
 fi
 if [[ $steps == *" tests "* ]]; then
     t0=$(date +%s)
-    timeout "${TESTS_LIMIT:-240}" python3 -m pytest -q -p no:cacheprovider tests/test_nvcc_stages.py \
-        tests/test_nvcc_pch.py tests/test_light_nvcc.py > "$OUT/pytest_build.log" 2>&1
+    timeout "${TESTS_LIMIT:-240}" python3 -m pytest -q -p no:cacheprovider \
+        ${TESTS:-tests/test_nvcc_stages.py tests/test_nvcc_pch.py tests/test_light_nvcc.py} > "$OUT/pytest_build.log" 2>&1
     echo "build-path tests (CPU and GPU): rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest_build.log")"
 fi
 fresh=()
