@@ -162,6 +162,16 @@ def ninja_steps(root: Path) -> dict:
     return {"steps_s": steps, "flags": flags, **how}
 
 
+def timed_row(ev, cfg, task, path: Path, name: str) -> dict:
+    """One fresh candidate through `ev`: its wall time, verdict and the steps of its build."""
+    from cuda_agent.evaluate import load_candidate
+
+    t0 = time.monotonic()
+    res = ev.evaluate(task, load_candidate(path), cfg)
+    return {"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res),
+            "ninja": ninja_steps(cfg.cache_dir / "torch_extensions" / "by_source")}
+
+
 def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
     """Each fresh candidate, then the same one with its Python edited outside the kernel (the
     agent's usual next step): a new candidate whose extension is already built."""
@@ -170,10 +180,7 @@ def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
     rows, edited = [], []
     with Evaluator(cfg, jobs=1) as ev:
         for task, path, name in candidates(stage, k, tmp):
-            t0 = time.monotonic()
-            res = ev.evaluate(task, load_candidate(path), cfg)
-            rows.append({"name": name, "wall_s": round(time.monotonic() - t0, 2), **verdict(res),
-                         "ninja": ninja_steps(cfg.cache_dir / "torch_extensions" / "by_source")})
+            rows.append(timed_row(ev, cfg, task, path, name))
             log.put("alone", rows)
             again = path.with_name(f"{path.stem}_edited.py")
             again.write_text(path.read_text() + "\n# edited outside the kernel\n")
@@ -432,7 +439,7 @@ def headers_first(cfg, stage: Path, tmp: Path, log: Log) -> None:
     kernel, one after the other (not counted): the first builds torch/extension.h's for the host
     unit, the second the CUDA unit's headers' for nvcc's final compile (built at their second
     sighting). Like the baselines, they are built once per machine and flags, not per candidate."""
-    from cuda_agent.evaluate import Evaluator, load_candidate
+    from cuda_agent.evaluate import Evaluator
     from cuda_agent.evaluate.worker.inline_build import nvcc_pch_root
 
     pch = cfg.cache_dir / "pch"
@@ -443,10 +450,7 @@ def headers_first(cfg, stage: Path, tmp: Path, log: Log) -> None:
     with Evaluator(cfg, jobs=1) as ev:
         for _ in range(2):
             [(task, path, name)] = candidates(stage, 1, tmp)
-            t1 = time.monotonic()
-            res = ev.evaluate(task, load_candidate(path), cfg)
-            rows.append({"name": name, "wall_s": round(time.monotonic() - t1, 2), **verdict(res),
-                         "ninja": ninja_steps(cfg.cache_dir / "torch_extensions" / "by_source")})
+            rows.append(timed_row(ev, cfg, task, path, name))
     log.put("headers", {"s": round(time.monotonic() - t0, 1), "rows": rows})
 
 

@@ -128,7 +128,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     try:
         with _held_slot(cache_dir / "builds" / "incremental", candidate, [*fixed, *toolchain]) as slot:
             src = slot or work  # where the build runs; `work` becomes the published folder
-            stage_sources(src, candidate)
+            stage_sources(src, candidate, fixed)
             cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or ""]
             env = dict(os.environ, PYTHONPATH=package_root())
             proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.PIPE,
@@ -176,11 +176,12 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def stage_sources(src: Path, candidate: Candidate) -> None:
+def stage_sources(src: Path, candidate: Candidate, fixed: list[tuple[str, str]] | None = None) -> None:
     """Bring the build folder `src` to the candidate's sources (module docstring): in a fresh folder
     every file is written; in one that holds an earlier build, only what changed, and the objects
-    of that build are removed wherever they may no longer match."""
-    for name, text in _fixed_files():
+    of that build are removed wherever they may no longer match. `fixed`: our fixed files, as
+    read for the build's key (read here where not given)."""
+    for name, text in fixed if fixed is not None else _fixed_files():
         _write_if_changed(src / name, text)
     kernels, build = src / "kernels", src / "build"
     kernels.mkdir(exist_ok=True)

@@ -83,7 +83,6 @@ class Plan:
     device_module_id: str  # cicc's own
     cpp_out: str  # cudafe++'s output, the final compile's input
     pch_dir: str | None = None  # where the final compile's precompiled headers live (None: not used)
-    header: str = ""
     notes: bytes = b""  # nvcc's own messages while planning (its warnings)
     running: dict[int, subprocess.Popen] = field(default_factory=dict)
     failed_at: float = float("inf")
@@ -220,33 +219,35 @@ def _run_chain(p: Plan, chain: list[Step]) -> None:
             return
 
 
-def _final(p: Plan) -> None:
+def _final(p: Plan) -> str:
     """The final host compile: with a precompiled header of the unit's headers where one is ready
     and the compile with it succeeds without a word of output, else as nvcc plans it (and the
-    header built beside it where none is ready)."""
+    header built beside it where none is ready). What became of the header (`Compiled.header`)."""
     if p.pch_dir is None:
         _run_chain(p, [p.final])
-        return
-    attempt = nvcc_pch.prepare(p.pch_dir, p.final.argv, p.cpp_out, os.path.dirname(p.cpp_out), p.env)
+        return ""
+    header, attempt = "", nvcc_pch.prepare(p.pch_dir, p.final.argv, p.cpp_out, os.path.dirname(p.cpp_out), p.env)
     if attempt.argv is not None:
         try:
             done = subprocess.run(attempt.argv, env=p.env, capture_output=True)
             if done.returncode == 0 and not done.stdout and not done.stderr:
-                p.final.returncode, p.header = 0, "used"
-                return
+                p.final.returncode = 0
+                return "used"
         except OSError:
             pass
-        p.header = "not used"  # gcc refused it, or said something: nvcc's own compile decides
+        header = "not used"  # gcc refused it, or said something: nvcc's own compile decides
     try:
         _run_chain(p, [p.final])
     finally:
         if attempt.building is not None:
-            p.header = "built" if attempt.building.finish() else ""
+            header = "built" if attempt.building.finish() else ""
+    return header
 
 
 def run(p: Plan) -> Compiled | None:
     """Run the plan: both chains at once, then the final compile. None where cicc's module id is
     not cudafe++'s (the caller then runs nvcc as it is)."""
+    header = ""
     device = threading.Thread(target=_run_chain, args=(p, p.device), daemon=True)
     device.start()
     _run_chain(p, p.host)
@@ -259,7 +260,7 @@ def run(p: Plan) -> Compiled | None:
             same = False
         if not same:
             return None
-        _final(p)
+        header = _final(p)
     shown, stdout, stderr = sorted(p.host + p.device + [p.final], key=lambda s: s.index), [], [p.notes]
     for step in shown:
         if step.returncode == UNUSED:
@@ -267,8 +268,8 @@ def run(p: Plan) -> Compiled | None:
         stdout.append(step.stdout)
         stderr.append(step.stderr)
         if step.returncode != 0:
-            return Compiled(int(step.returncode), b"".join(stdout), b"".join(stderr), p.header)
-    return Compiled(0, b"".join(stdout), b"".join(stderr), p.header)
+            return Compiled(int(step.returncode), b"".join(stdout), b"".join(stderr), header)
+    return Compiled(0, b"".join(stdout), b"".join(stderr), header)
 
 
 def compile(real: list[str], args: list[str], pch_dir: str | None = None) -> Compiled | None:
