@@ -23,6 +23,8 @@ made by two warm-up candidates where the cache has none (`headers` in the JSON).
   `exec`s it, building its extension with `load_inline`, then five correctness trials and 100
   timed trials with CUDA events; KernelBench's eval.py itself is not on the machine, so this is
   its method reimplemented), alone and `--jobs` at once;
+- `memory`: each staged task's kernel evaluated alone, its processes' device memory sampled: the
+  peak of their sum and of each role, against what the memory ledger admits it by (`memory.need`);
 - `service`: through a warm service (`cuda-agent serve`), on unchanged code: `cuda-agent eval` of a
   cached candidate, and the workspace's verify and profile, each the median of `--repeat` runs
   after one to warm up; and the workspace's compile after an edit to one kernel (a new comment
@@ -51,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpora" / "kernelbench-a100-runs"
 STAGE = ROOT / ".fresh"
-STEPS = ("alone", "parallel", "kernelbench", "service")
+STEPS = ("alone", "parallel", "kernelbench", "service", "memory")
 
 
 # -- stage: choose the kernels (development machine) --
@@ -180,7 +182,9 @@ def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
     rows, edited = [], []
     with Evaluator(cfg, jobs=1) as ev:
         for task, path, name in candidates(stage, k, tmp):
-            rows.append(timed_row(ev, cfg, task, path, name))
+            with ProcessCpu() as cpu:
+                rows.append(timed_row(ev, cfg, task, path, name))
+            rows[-1]["cpu_by_kind"] = cpu.by_kind()
             log.put("alone", rows)
             again = path.with_name(f"{path.stem}_edited.py")
             again.write_text(path.read_text() + "\n# edited outside the kernel\n")
@@ -198,6 +202,7 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
         t0 = time.monotonic()
         warm = ev.wait_warm(180)  # a running service's state between bursts: its spares started
         warm_s = time.monotonic() - t0
+        procs = ProcessCpu().__enter__()
         cpu0, t0 = cpu_busy_s(), time.monotonic()
         samples: list[dict] = []
         stop = threading.Event()
@@ -211,6 +216,7 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
             log.put("parallel_rows", rows, quiet=True)
         wall = time.monotonic() - t0
         cpu = cpu_busy_s() - cpu0
+        procs.__exit__(None, None, None)
         stop.set()
         sampler.join()
         log.put("parallel_samples", samples, quiet=True)
@@ -223,6 +229,8 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
                          # would keep every core busy with nothing else: the CPU's floor
                          "cpu_s_per_candidate": round(cpu / n, 1), "cores": cores,
                          "cpu_bound_per_minute": round(60 * cores * n / cpu, 1) if cpu > 0 else None,
+                         # that CPU time by kind of process, per candidate
+                         "cpu_s_by_kind": {k: round(v / n, 2) for k, v in procs.by_kind().items()},
                          "rows": rows})
 
 
@@ -253,8 +261,76 @@ def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> N
                 row["gb_spares"] = round(sum(used.get(p, 0) for p in spares) / 1024, 1)
                 row["gb_kept_judges"] = round(sum(used.get(p, 0) for p in judges) / 1024, 1)
                 row["gb_all"] = round(sum(used.values()) / 1024, 1)
+                roles: dict[str, float] = {}
+                for pid, mib in used.items():
+                    roles[process_name(pid)] = roles.get(process_name(pid), 0) + mib / 1024
+                row["gb_by_role"] = {k: round(v, 1) for k, v in roles.items()}
                 row["gb_top"] = sorted((round(v / 1024, 1) for v in used.values()), reverse=True)[:4]
         out.append(row)
+
+
+def process_name(pid: int) -> str:
+    """A process's command name; the evaluator's workers call themselves `ca-<role>`."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def gpu_use_by_name() -> dict[str, float]:
+    """GiB of device memory each kind of process holds now (nvidia-smi's compute apps)."""
+    from cuda_agent.evaluate.device import nvidia_smi_lines
+
+    out: dict[str, float] = {}
+    for line in nvidia_smi_lines("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"):
+        pid, _, mib = line.partition(",")
+        try:
+            name = process_name(int(pid))
+            out[name] = out.get(name, 0.0) + int(mib) / 1024
+        except ValueError:
+            continue
+    return out
+
+
+def step_memory(cfg, stage: Path, tmp: Path, log: Log) -> None:
+    """Each staged task's candidate evaluated alone (the Evaluator's own workers, nothing beside),
+    its processes' device memory sampled throughout: the peak of their sum and of each role,
+    against what the ledger admits the evaluation by (`memory.need`). Where the peak is above the
+    need, evaluations of that task run short of memory beside others."""
+    from cuda_agent.evaluate import Evaluator, load_candidate, memory
+    from cuda_agent.tasks import load_task
+
+    index = json.loads((stage / "index.json").read_text())
+    tasks = [load_task(stage / row["task"]) for row in index]
+    rows = []
+    with Evaluator(cfg, jobs=len(index)) as ev:
+        ev.map([(task, load_candidate(stage / row["kernel"])) for task, row in zip(tasks, index)], cfg)  # builds
+        ev.wait_warm(120)
+        base = gpu_use_by_name()  # the pool's spares and kept judges, before the evaluation
+        for task, row in zip(tasks, index):
+            peaks: dict[str, float] = {}
+            total = [0.0]
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    use = gpu_use_by_name()
+                    total[0] = max(total[0], sum(use.values()) - sum(base.values()))
+                    for k, v in use.items():
+                        peaks[k] = max(peaks.get(k, 0.0), v)
+                    stop.wait(0.1)
+
+            th = threading.Thread(target=sample, daemon=True)
+            th.start()
+            res = ev.evaluate(task, load_candidate(stage / row["kernel"]), cfg)
+            stop.set()
+            th.join()
+            need = memory.need(cfg.cache_dir, task.source) / 2**30
+            rows.append({"problem": row["problem"], "correct": res.correct, "need_gb": round(need, 1),
+                         "peak_gb": round(total[0], 1), "by_role_gb": {k: round(v, 1) for k, v in sorted(peaks.items())}})
+            log.put("memory", rows, quiet=True)
+            print(f"  p{row['problem']}: need {need:.1f} GiB, peak {total[0]:.1f} GiB beyond the pool, "
+                  f"by role {rows[-1]['by_role_gb']}", flush=True)
 
 
 def cpu_busy_s() -> float:
@@ -267,6 +343,92 @@ def cpu_busy_s() -> float:
         return 0.0
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class ProcessCpu:
+    """CPU-seconds by kind of process over a span (a `with` block): /proc sampled every `period`
+    seconds in a thread, each process's user + system time at the last sample it was seen, less
+    what it had spent at the first sample for those already running. Processes that live less than
+    `period` are missed and those that end lose their last interval: `accounted_s` against the
+    machine's busy time shows how much. Kinds: the compilers of a build by their input (gcc -E,
+    the host unit, nvcc's final host compile, header builds), CUDA's tools by name, our Python
+    processes by role."""
+
+    def __init__(self, period: float = 0.1):
+        self.period, self.seen, self.kinds = period, {}, {}
+        self.stop, self.thread = threading.Event(), threading.Thread(target=self._run, daemon=True)
+        self.tck = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def kind(pid: str, comm: str) -> str:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            argv = []
+        args = [a.decode(errors="replace") for a in argv]
+        if comm == "cc1plus":
+            if "-E" in args:
+                return "cc1plus -E (nvcc's preprocessing)"
+            if any(a.endswith(".cudafe1.cpp") for a in args):
+                return "cc1plus: nvcc's final host compile"
+            if any(a.endswith((".h", ".hpp")) or a == "c++-header" for a in args):
+                return "cc1plus: precompiled header builds"
+            if any(a.endswith(".cpp") for a in args):
+                return "cc1plus: the host unit"
+            return "cc1plus (other)"
+        if comm.startswith("ca-"):  # the evaluator's workers name themselves by role (worker/common.py)
+            return f"python: {comm[3:]}"
+        if comm.startswith("python"):
+            line = " ".join(args)
+            for needle, role in (("light_nvcc", "python: light_nvcc wrapper"), ("zygote", "python: zygote and forked workers"),
+                                 ("cuda_agent.evaluate.worker", "python: workers"), ("build_child", "python: build child"),
+                                 ("fresh.py", "python: harness (Evaluator, pool)")):
+                if needle in line:
+                    return role
+            return "python (other)"
+        return comm
+
+    def _scan(self, first: bool) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            close = stat.rindex(")")
+            rest = stat[close + 2:].split()
+            cpu = (int(rest[11]) + int(rest[12])) / self.tck
+            key = (entry.name, rest[19])  # pid and start time: a pid reused is another process
+            comm = stat[stat.index("(") + 1:close]
+            if key in self.seen:
+                seen = self.seen[key]
+                seen[1] = cpu
+                if seen[3] != comm:  # a spare took its role (or a process exec'd another program)
+                    seen[0], seen[3] = self.kind(entry.name, comm), comm
+            else:
+                self.seen[key] = [self.kind(entry.name, comm), cpu, cpu if first else 0.0, comm]
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.period):
+            self._scan(False)
+
+    def __enter__(self):
+        self._scan(True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._scan(False)
+
+    def by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for kind, last, base, _ in self.seen.values():
+            if last > base:
+                out[kind] = out.get(kind, 0.0) + last - base
+        return dict(sorted(((k, round(v, 1)) for k, v in out.items() if v >= 0.05), key=lambda kv: -kv[1]))
 
 
 KB_METHOD = r'''
@@ -509,13 +671,21 @@ def table(doc: dict) -> None:
         if p.get("cpu_bound_per_minute"):
             t.add_row(f"  the CPU's floor: {p['cpu_s_per_candidate']} CPU-s per candidate on {p['cores']} cores",
                       f"{p['cpu_bound_per_minute']} / min at most", "")
+        kinds = list((p.get("cpu_s_by_kind") or {}).items())
+        if kinds:
+            t.add_row(f"    of which, by process (accounted {sum(v for _, v in kinds):.1f} CPU-s)", "", "")
+            for kind, secs in kinds[:10]:
+                t.add_row(f"      {kind}", f"{secs:.1f} CPU-s", "")
     if k := doc.get("kernelbench_alone"):
         t.add_row(f"KernelBench's method, alone (median of {len(k)})", med(k, "wall_s"), "")
         t.add_row("  of which its load_inline build", med(k, "build_s"), "")
         build_steps(t, k)
     if k := doc.get("kernelbench_parallel"):
         t.add_row(f"KernelBench's method, {k['jobs']} at a time: median latency", f"{k['median_latency_s']} s", "")
-        t.add_row(f"KernelBench's method, throughput", f"{k['per_minute']} / min", "")
+        t.add_row("KernelBench's method, throughput", f"{k['per_minute']} / min", "")
+    for m in doc.get("memory") or []:
+        t.add_row(f"device memory, p{m['problem']} alone: peak beyond the pool / the ledger's need",
+                  f"{m['peak_gb']} / {m['need_gb']} GiB", "peak <= need")
     if s := doc.get("service"):
         for key, label, target in (("eval_cached", "service: cuda-agent eval of a cached candidate", "<= 3 s (H200)"),
                                    ("workspace_verify", "service: workspace verify, unchanged code", "<= 2 s"),
@@ -545,9 +715,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fresh-"))
     log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
                        "jobs": args.jobs, "alone": args.alone})
-    if {"alone", "parallel"} & set(steps):
+    if {"alone", "parallel", "memory"} & set(steps):
         baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
-                                                          args.n if "parallel" in steps else 0), log)
+                                                          args.n if "parallel" in steps else 0,
+                                                          10**6 if "memory" in steps else 0), log)
         headers_first(cfg, args.stage, tmp, log)
     for step in steps:
         t0 = time.monotonic()
@@ -559,6 +730,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             step_kernelbench(args.stage, tmp, args.alone, args.kb_n or args.jobs, args.jobs, log)
         elif step == "service":
             step_service(cfg, tmp, args.repeat, log)
+        elif step == "memory":
+            step_memory(cfg, args.stage, tmp, log)
         log.put(f"{step}_step_s", round(time.monotonic() - t0, 1))
     table(log.doc)
     return 0

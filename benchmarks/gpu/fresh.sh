@@ -29,7 +29,7 @@ if [[ $steps == *" tests "* ]]; then
     echo "build-path tests (CPU and GPU): rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest_build.log")"
 fi
 fresh=()
-for s in alone parallel kernelbench service; do
+for s in alone parallel kernelbench service memory; do
     [[ $steps == *" $s "* ]] && fresh+=("$s")
 done
 if (( ${#fresh[@]} )); then

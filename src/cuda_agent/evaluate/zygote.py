@@ -87,8 +87,10 @@ def main() -> None:
     import torch  # noqa: F401
 
     from cuda_agent.evaluate.worker import judge, runner  # noqa: F401  (imported once, for every child)
+    from cuda_agent.evaluate.worker.common import name_process
     from cuda_agent.evaluate.worker.serve import warm_guard
 
+    name_process("zygote")
     warm_guard()  # on the CPU: the zygote never makes a CUDA context, which a fork cannot carry
     if torch.cuda.is_initialized():
         sys.exit("cuda-agent zygote: CUDA was initialised while warming up; workers cannot be forked")

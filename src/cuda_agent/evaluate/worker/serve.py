@@ -24,7 +24,7 @@ from typing import Any
 
 from cuda_agent.evaluate.channel import Channel, ChannelClosed
 from cuda_agent.evaluate.result import Code
-from cuda_agent.evaluate.worker.common import Failure, classify, enter, keep_warm_timer
+from cuda_agent.evaluate.worker.common import Failure, classify, enter, keep_warm_timer, name_process
 
 ROLES = ("judge", "candidate", "eager", "compile")  # the evaluator's roles, which a spare may take
 WARM_SEGMENT_BYTES = 256 << 20  # device memory a fully warmed spare leaves in torch's cache
@@ -175,9 +175,11 @@ def main(argv: list[str] | None = None) -> None:
         warm_guard()
     if role == "spare" and args.cuda:
         warm_cuda(args.lock, full=args.warm_device)
+    name_process(role)
     chan.send({"ok": True, "ready": role, "pid": os.getpid()})
     if role == "spare":
         role = become(chan)
+        name_process(role)
     serve(handler_for(role, args.handler), chan)
     sys.stdout.flush()
     sys.stderr.flush()
