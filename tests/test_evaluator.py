@@ -661,6 +661,38 @@ def test_a_task_needs_the_memory_its_first_evaluation_measured(tmp_path):
     assert memory.need(tmp_path, source, baselines_cached=False) == want
 
 
+def test_a_tasks_need_is_at_least_what_its_last_evaluation_held(tmp_path):
+    """The model of copies misses the allocator's cache, stress trials' copies, a candidate's own
+    workspace: what the processes held at their peak (`record_peak`) raises the need, the last
+    evaluation's figure rather than the largest, and with the baselines' runners added when they
+    will run."""
+    from cuda_agent.evaluate import memory
+
+    source = "class Model: ..."
+    memory.record_peak(tmp_path, source, 50 << 30)  # nothing measured yet: nothing to add it to
+    assert memory.need(tmp_path, source) == 0
+    memory.record(tmp_path, source, in_bytes=4 << 30, out_bytes=1 << 30, ref_work=1 << 30)
+    model = memory.need(tmp_path, source)
+    memory.record_peak(tmp_path, source, 50 << 30)
+    assert memory.need(tmp_path, source) == 50 << 30 > model
+    runners = memory.BASELINE_RUNNERS * (memory.CONTEXT + (4 << 30) + (1 << 30) + (1 << 30))
+    assert memory.need(tmp_path, source, baselines_cached=False) == (50 << 30) + runners
+    memory.record(tmp_path, source, in_bytes=4 << 30, out_bytes=1 << 30, ref_work=1 << 30)  # kept
+    assert memory.need(tmp_path, source) == 50 << 30
+    memory.record_peak(tmp_path, source, 10 << 30)  # the last evaluation's, below the model now
+    assert memory.need(tmp_path, source) == model
+
+
+def test_every_worker_says_its_device_memory_peak(tmp_path):
+    """`memory` is answered by the serving loop itself, in any role: on the CPU, nothing."""
+    env = scrubbed_env({})
+    judge = Worker("judge", tmp_path, env, 4096)
+    try:
+        assert judge.call("memory", 60)["reserved_peak"] == 0
+    finally:
+        judge.close()
+
+
 def test_the_memory_budget_leaves_the_warm_pools_share_off(monkeypatch):
     """What a warm pool holds outside evaluations (each spare's CUDA context; up to half the pool in
     kept judges, each a context and its capped cache) is not promised to evaluations; a quarter of
@@ -722,6 +754,10 @@ def test_the_judge_measures_the_references_working_memory(tmp_path):
     assert res.correct, res.failures
     rec = json.loads(memory._path(cfg.cache_dir, task.source).read_text())
     assert (256 << 20) <= rec["ref_work"] < (512 << 20), rec
+    # and what its processes held at their peak: two contexts, the matrix and the tensors
+    # (the judge's inputs, their clone and the reference output; the candidate's inputs and output)
+    assert 2 * memory.CONTEXT + (256 << 20) + 5 * (32 << 20) <= rec["peak"] < 2 * memory.CONTEXT + (2 << 30), rec
+    assert memory.need(cfg.cache_dir, task.source) >= rec["peak"]
 
 
 def test_a_spare_that_dies_before_taking_its_role_is_the_evaluators_failure(tmp_path):

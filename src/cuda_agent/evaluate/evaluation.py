@@ -42,6 +42,7 @@ from cuda_agent.evaluate.reward import milestone_reward
 from cuda_agent.tasks import Task
 
 JUDGE_RESET_S = 10.0  # seconds a judge may take to forget its evaluation (else it is closed)
+MEMORY_ASK_S = 2.0  # seconds a worker may take to say its device memory's peak (`_record_peak`)
 _RNG = random.SystemRandom()  # which timed calls get checked: unpredictable, like the seeds
 _OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm|spare)-(\d+)-")
 
@@ -262,6 +263,7 @@ class Evaluation:
                 traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
             t0 = time.monotonic()
+            self._record_peak()
             self._keep_judge()
             reaping = close_all(self.workers, self.lock)
             self.held.close()
@@ -467,6 +469,25 @@ class Evaluation:
         if total > self.cfg.output_limit:
             self.res.add(Code.OUTPUT_TRUNCATED, f"the candidate wrote {total} bytes of output; the first and "
                          f"last {self.cfg.output_limit // 2} of each stream are kept")
+
+    def _record_peak(self) -> None:
+        """On a GPU, after an evaluation that ran to its end: what the judge's and the candidate's
+        processes held at their peak (each's reserved memory and a context), which the next
+        evaluation of the task is admitted by (memory.py). A process that cannot say in
+        `MEMORY_ASK_S` leaves the figure unrecorded."""
+        if self.device != "cuda" or self.res.failures or self.batch is None:
+            return
+        total = 0
+        for role in ("judge", "candidate"):
+            worker = next((w for w in self.workers if w.role == role), None)
+            try:
+                got = worker.call("memory", MEMORY_ASK_S)["reserved_peak"] if worker is not None else None
+            except (WorkerFailure, KeyError):
+                got = None
+            if type(got) is not int or got < 0:
+                return
+            total += got + memory.CONTEXT
+        memory.record_peak(self.cfg.cache_dir, self.task.source, total)
 
     def _keep_judge(self) -> None:
         """Give the judge back to the pool for another evaluation when it may judge again: it is

@@ -12,7 +12,14 @@ baseline runner: one call's inputs and output), plus a CUDA context per process,
 reference's working memory once for the judge and once for each baseline runner (eager and
 compile) when the baselines are measured: every process that ran the reference keeps that memory
 in its allocator's cache. A task not measured yet needs 0: it is admitted at once and measured by
-that evaluation."""
+that evaluation.
+
+That model misses what only the run shows: the allocator's cache kept across trials, a stress
+trial's second copy, fragmentation, a candidate's own workspace. So each evaluation that finishes
+also reports what the judge's and the candidate's processes held at their peak (torch's reserved
+memory, plus a context each; `record_peak`), and a task needs at least that. The last evaluation's
+figure is kept, not the largest: one candidate that holds much more than the task's others (or
+says so: the candidate's process reports its own) raises the need of the next evaluation only."""
 
 from __future__ import annotations
 
@@ -35,16 +42,34 @@ def _path(cache_dir: str | os.PathLike, source: str) -> Path:
     return Path(cache_dir) / "memory" / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
 
 
+def _read(path: Path) -> dict:
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
 def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: int, ref_work: int = 0) -> None:
     """Remember the bytes of one call's inputs and output of the task with this source, and the
     reference's working memory beyond them (written only when they differ from what is recorded)."""
     path = _path(cache_dir, source)
-    rec = {"in_bytes": int(in_bytes), "out_bytes": int(out_bytes), "ref_work": max(int(ref_work), 0)}
-    try:
-        if json.loads(path.read_text()) == rec:
-            return
-    except (OSError, ValueError):
-        pass
+    old = _read(path)
+    rec = {**old, "in_bytes": int(in_bytes), "out_bytes": int(out_bytes), "ref_work": max(int(ref_work), 0)}
+    if old != rec:
+        _write(path, rec)
+
+
+def record_peak(cache_dir: str | os.PathLike, source: str, peak: int) -> None:
+    """Remember what an evaluation of the task held at its peak across the judge's and candidate's
+    processes (bytes, contexts included), once its inputs and output are recorded (`record`)."""
+    path = _path(cache_dir, source)
+    old = _read(path)
+    if "in_bytes" in old and old.get("peak") != int(peak):
+        _write(path, {**old, "peak": int(peak)})
+
+
+def _write(path: Path, rec: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -58,13 +83,17 @@ def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = Tru
     """Bytes of device memory an evaluation of the task is expected to hold at its peak; 0 when it
     has not been measured. `baselines_cached`: False when the evaluation will run the baselines'
     runners (each runs the reference: its working memory once more per runner)."""
+    rec = _read(_path(cache_dir, source))
     try:
-        rec = json.loads(_path(cache_dir, source).read_text())
-        runs = 1 if baselines_cached else 1 + BASELINE_RUNNERS
-        return (IN_COPIES * int(rec["in_bytes"]) + OUT_COPIES * int(rec["out_bytes"]) + CONTEXTS
-                + runs * max(int(rec.get("ref_work", 0)), 0))
-    except (OSError, ValueError, KeyError, TypeError):
+        ins, outs, work = int(rec["in_bytes"]), int(rec["out_bytes"]), max(int(rec.get("ref_work", 0)), 0)
+        peak = max(int(rec.get("peak", 0)), 0)
+    except (KeyError, TypeError, ValueError):
         return 0
+    runs = 1 if baselines_cached else 1 + BASELINE_RUNNERS
+    model = IN_COPIES * ins + OUT_COPIES * outs + CONTEXTS + runs * work
+    if peak and not baselines_cached:  # the measured peak is the judge's and candidate's alone
+        peak += BASELINE_RUNNERS * (CONTEXT + ins + outs + work)
+    return max(model, peak)
 
 
 def budget(gpu: str, spares: int = 0) -> int | None:

@@ -36,6 +36,7 @@ class Judge:
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
         self.ref_work = 0  # the reference's device memory beyond its inputs and output, at its peak
+        self.reserved_peak = 0  # torch's reserved device memory at its peak this evaluation (serve's `memory`)
         self.served = 0  # evaluations judged (a judge may serve several: cmd_reset)
         self.state0 = process_state()  # before any task code ran
 
@@ -60,7 +61,7 @@ class Judge:
         importer = self.__dict__.pop("importer", None)
         for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights", "weights_seed"):
             self.__dict__.pop(name, None)
-        self.trials, self.slots, self.ref_ms, self.ref_work = {}, {}, None, 0
+        self.trials, self.slots, self.ref_ms, self.ref_work, self.reserved_peak = {}, {}, None, 0, 0
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
@@ -72,6 +73,7 @@ class Judge:
                 torch.cuda.ipc_collect()
                 if torch.cuda.memory_reserved() > JUDGE_RESERVED_MAX:
                     torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()  # the next evaluation's peak is its own
         except Exception as exc:  # a device error is sticky: this context is done
             why.append(f"the device failed: {type(exc).__name__}: {str(exc)[:200]}")
         self.served += 1
@@ -255,7 +257,8 @@ class Judge:
         import torch
 
         cuda = self.device.type == "cuda"
-        if cuda:
+        if cuda:  # (the reset below forgets the reserved peak too: kept first)
+            self.reserved_peak = max(self.reserved_peak, torch.cuda.max_memory_reserved(self.device))
             torch.cuda.reset_peak_memory_stats(self.device)
             base = torch.cuda.memory_allocated(self.device)
         with torch.no_grad():

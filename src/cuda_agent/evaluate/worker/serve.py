@@ -45,6 +45,9 @@ def serve(handler: Any, chan: Channel) -> None:
         if cmd == "ping":  # wakes the process: a timed command then finds it as hot as the judge's
             chan.send({"ok": True, "seq": msg.get("seq")})
             continue
+        if cmd == "memory":
+            chan.send({"ok": True, "seq": msg.get("seq"), "reserved_peak": reserved_peak(handler)})
+            continue
         fn = getattr(handler, f"cmd_{cmd}", None)
         try:
             if fn is None:
@@ -55,6 +58,18 @@ def serve(handler: Any, chan: Channel) -> None:
             reply = {"ok": False, "code": code.value, "message": message}
         reply["seq"] = msg.get("seq")
         chan.send(reply)
+
+
+def reserved_peak(handler: Any) -> int:
+    """The most device memory torch's allocator has held in this process (since the handler's own
+    last reset of the peak statistics, which it keeps as `reserved_peak`): what the process held
+    at its peak, less its CUDA context. 0 where CUDA was never used."""
+    torch = sys.modules.get("torch")
+    try:
+        now = torch.cuda.max_memory_reserved() if torch is not None and torch.cuda.is_initialized() else 0
+    except Exception:  # noqa: BLE001 - a device error: nothing to learn from
+        now = 0
+    return max(int(getattr(handler, "reserved_peak", 0) or 0), int(now))
 
 
 def become(chan: Channel) -> str:
