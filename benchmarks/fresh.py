@@ -224,6 +224,9 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
     cores = os.cpu_count() or 1
     log.put("parallel", {"jobs": jobs, "n": n, "wall_s": round(wall, 1), "per_minute": round(60 * n / wall, 2),
                          "median_latency_s": round(statistics.median(lat), 1),
+                         # a steady stream at this concurrency (Little's law: jobs over the mean
+                         # latency), without the batch's filling and draining
+                         "steady_per_minute": round(60 * jobs / statistics.mean(lat), 2),
                          "pool_warm_up_s": round(warm_s, 1), "pool_warm": warm,
                          # the machine's CPU time over the run, per candidate, and the throughput that
                          # would keep every core busy with nothing else: the CPU's floor
@@ -665,6 +668,8 @@ def table(doc: dict) -> None:
         t.add_row(f"fresh, {p['jobs']} at a time: median latency ({p['n']}, {ok} correct)",
                   f"{p['median_latency_s']} s", "<= 30 s")
         t.add_row(f"fresh throughput, {p['jobs']} at a time", f"{p['per_minute']} / min", ">= 20 / min")
+        if p.get("steady_per_minute"):
+            t.add_row("  a steady stream at that concurrency (jobs / mean latency)", f"{p['steady_per_minute']} / min", "")
         retried = sum(any(n.startswith("retried_alone") for n in r.get("notes", [])) for r in p["rows"])
         samples = doc.get("parallel_samples") or []
         peak = max((x.get("gb_all", 0) for x in samples), default=None)
