@@ -376,7 +376,7 @@ class ProcessCpu:
                 return "cc1plus -E (nvcc's preprocessing)"
             if any(a.endswith(".cudafe1.cpp") for a in args):
                 return "cc1plus: nvcc's final host compile"
-            if any(a.endswith((".h", ".hpp")) or a == "c++-header" for a in args):
+            if "c++-header" in args or any(a.endswith(".gch") for a in args):  # (the host unit names its header: -include)
                 return "cc1plus: precompiled header builds"
             if any(a.endswith(".cpp") for a in args):
                 return "cc1plus: the host unit"
