@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator, load_candidate
 from cuda_agent.evaluate.pool import WarmPool
-from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env, wait_teardowns
+from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env, wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.tasks import load_task
 
@@ -693,9 +693,24 @@ def test_every_worker_says_its_device_memory_peak(tmp_path):
         judge.close()
 
 
+def test_an_evaluations_memory_goes_back_once_its_processes_are_gone(tmp_path):
+    """The admitted memory is held by the workers until they exit (a CUDA context goes last):
+    `close_all` gives it back (`then`) only after every process was reaped, not when the
+    evaluation's thread moves on."""
+    env = scrubbed_env({})
+    workers = [Worker("judge", tmp_path, env, 4096), Worker("candidate", tmp_path, env, 4096)]
+    for w in workers:
+        w.call("ping", 60)
+    seen = []
+    reaping = close_all(workers, None, then=lambda: seen.append([w.proc.poll() for w in workers]))
+    reaping.join(30)
+    assert len(seen) == 1 and None not in seen[0], seen
+
+
 def test_the_memory_budget_leaves_the_warm_pools_share_off(monkeypatch):
     """What a warm pool holds outside evaluations (each spare's CUDA context; up to half the pool in
-    kept judges, each a context and its capped cache) is not promised to evaluations; a quarter of
+    kept judges, each a context and its capped cache) and the contexts of evaluations still
+    building are not promised to evaluations; a quarter of
     the GPU always is; a GPU whose memory is unknown has no budget."""
     from cuda_agent.evaluate import memory
 
@@ -706,6 +721,8 @@ def test_the_memory_budget_leaves_the_warm_pools_share_off(monkeypatch):
     kept = 17 * (memory.CONTEXT + memory.JUDGE_RESERVED_MAX)
     assert memory.budget("0", 34) == int(total * memory.BUDGET_FRACTION) - 34 * memory.CONTEXT - kept
     assert 80 << 30 < memory.budget("0", 34) < 90 << 30
+    # 16 evaluations building at once: a judge's and a candidate's context each, not yet admitted
+    assert memory.budget("0", 34, 16) == memory.budget("0", 34) - 16 * 2 * memory.CONTEXT
     assert memory.budget("0", 1000) == total // 4
     monkeypatch.setattr(memory, "gpu_memory_mib", lambda gpu: None)
     assert memory.budget("0", 34) is None

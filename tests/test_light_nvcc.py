@@ -84,11 +84,34 @@ def test_a_unit_without_the_extension_header_is_compiled_once_as_written(tmp_pat
     assert Path(f"{out}.how").read_text() == "as written\n"
 
 
-def test_the_shim_is_torch_types_and_nothing_else():
-    [header] = [p for p in LIGHT_HEADERS.rglob("*") if p.is_file()]
-    assert header.relative_to(LIGHT_HEADERS).as_posix() == "torch/extension.h"
-    includes = [line.split()[1] for line in header.read_text().splitlines() if line.startswith("#include")]
-    assert includes == ["<torch/types.h>"]
+def test_the_shim_is_torch_types_without_operator_registration():
+    files = {p.relative_to(LIGHT_HEADERS).as_posix(): p.read_text() for p in LIGHT_HEADERS.rglob("*") if p.is_file()}
+    assert sorted(files) == ["torch/extension.h", "torch/library.h"]
+    code = {name: [line for line in text.splitlines() if line.strip() and not line.startswith("//")]
+            for name, text in files.items()}
+    assert code == {"torch/extension.h": ["#pragma once", "#include <torch/types.h>"],
+                    "torch/library.h": ["#pragma once"]}
+
+
+def _syntax(source: str, light: bool) -> subprocess.CompletedProcess:
+    import sysconfig
+
+    import torch.utils.cpp_extension as ce
+
+    incs = [w for p in [*ce.include_paths(), sysconfig.get_paths()["include"]] for w in ("-isystem", p)]
+    return subprocess.run(["g++", "-std=c++17", "-fsyntax-only", *(["-I", str(LIGHT_HEADERS)] if light else []),
+                           *incs, "-x", "c++", "-"], input=source, capture_output=True, text=True, timeout=300)
+
+
+def test_a_unit_that_registers_operators_needs_the_header_as_written():
+    """The light header's torch/library.h is empty: a unit using torch's tensor API compiles with it,
+    one that registers operators does not (and so is compiled again as written, where it does)."""
+    tensors = "#include <torch/extension.h>\nat::Tensor f(const at::Tensor& a) { return torch::empty_like(a); }\n"
+    registers = "#include <torch/extension.h>\nTORCH_LIBRARY(my_ops, m) { m.def(\"f(Tensor a) -> Tensor\"); }\n"
+    assert _syntax(tensors, light=True).returncode == 0
+    light = _syntax(registers, light=True)
+    assert light.returncode != 0 and "error" in light.stderr  # (the macro is unknown)
+    assert _syntax(registers, light=False).returncode == 0
 
 
 def _write(folder: Path, light: bool, monkeypatch, with_cuda: bool = True) -> str:

@@ -265,8 +265,8 @@ class Evaluation:
             t0 = time.monotonic()
             self._record_peak()
             self._keep_judge()
-            reaping = close_all(self.workers, self.lock)
-            self.held.close()
+            # the memory admitted with goes back once the processes holding it are gone
+            reaping = close_all(self.workers, self.lock, then=self.held.close)
             if not self.background_teardown:
                 reaping.join()
             self.phase("teardown", t0)

@@ -122,7 +122,8 @@ class Evaluator(EvaluatorBase):
         self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}
         self._ledgers: dict[str | None, MemoryLedger | None] = {
             g: MemoryLedger(DeviceLock.of(self.config.cache_dir, "cuda", g, role="memory").base + ".json", room)
-            if g is not None and (room := memory.budget(g, warm)) else None for g in self.gpus}
+            if g is not None and (room := memory.budget(g, warm, -(-self.jobs // len(self.gpus)))) else None
+            for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="cuda-agent-eval")

@@ -96,15 +96,17 @@ def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = Tru
     return max(model, peak)
 
 
-def budget(gpu: str, spares: int = 0) -> int | None:
+def budget(gpu: str, spares: int = 0, jobs: int = 0) -> int | None:
     """Bytes the evaluations on GPU `gpu` (index or UUID) may be promised beside a warm pool of
-    `spares` workers, or None where nvidia-smi cannot tell its memory. What the pool holds outside
-    any evaluation comes off first: each spare's CUDA context, and the judges it keeps between
-    evaluations (up to half its size, `WarmPool.give_back`), each a context and up to
-    `JUDGE_RESERVED_MAX` of cached memory. At least a quarter of the GPU stays promisable."""
+    `spares` workers and `jobs` evaluations at once, or None where nvidia-smi cannot tell its
+    memory. What is held outside any promise comes off first: each spare's CUDA context, the judges
+    the pool keeps between evaluations (up to half its size, `WarmPool.give_back`), each a context
+    and up to `JUDGE_RESERVED_MAX` of cached memory, and the judge's and candidate's contexts of
+    each evaluation still building, before it is admitted. At least a quarter of the GPU stays
+    promisable."""
     mib = gpu_memory_mib(gpu)
     if not mib:
         return None
     total = mib << 20
     pool = spares * CONTEXT + max(spares // 2, 1 if spares else 0) * (CONTEXT + JUDGE_RESERVED_MAX)
-    return max(int(total * BUDGET_FRACTION) - pool, total // 4)
+    return max(int(total * BUDGET_FRACTION) - pool - jobs * 2 * CONTEXT, total // 4)

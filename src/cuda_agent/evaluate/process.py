@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from cuda_agent.evaluate.build import package_root
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
@@ -271,8 +271,11 @@ def wait_teardowns(timeout: float | None = None) -> None:
         t.join(None if end is None else max(end - time.monotonic(), 0.0))
 
 
-def close_all(workers: list[Worker], lock: DeviceLock | None) -> threading.Thread:
-    """Close an evaluation's workers together; returns once their output is complete.
+def close_all(workers: list[Worker], lock: DeviceLock | None,
+              then: Callable[[], object] | None = None) -> threading.Thread:
+    """Close an evaluation's workers together; returns once their output is complete. `then` runs
+    once the processes are gone (their device memory freed): where the evaluation gives back the
+    memory it was admitted with, which its processes hold until they exit.
 
     Each worker is asked to exit; it closes its stdout and stderr before it exits (worker/serve.py),
     so the output is whole before its CUDA context goes, which takes ~0.2 s on an H200. Then every
@@ -307,8 +310,12 @@ def close_all(workers: list[Worker], lock: DeviceLock | None) -> threading.Threa
                     w.kill()
         finally:
             collected.set()
-            with _TEARDOWNS_LOCK:
-                _TEARDOWNS.discard(threading.current_thread())
+            try:
+                if then is not None:
+                    then()
+            finally:
+                with _TEARDOWNS_LOCK:
+                    _TEARDOWNS.discard(threading.current_thread())
 
     thread = threading.Thread(target=run, name="cuda-agent-teardown")
     with _TEARDOWNS_LOCK:
