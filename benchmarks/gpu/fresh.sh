@@ -6,7 +6,7 @@
 #   here:       python benchmarks/fresh.py table A/fresh.json B/fresh.json
 # Stage the candidates first, on the development machine: `python benchmarks/fresh.py stage`.
 # STEPS: `tests` (nvcc's stages and final-compile header against nvcc, and the GPU tests of the
-# CUDA build path; TESTS picks the files), and any of fresh.py's steps (alone, parallel, kernelbench, service), run in one
+# CUDA build path; TESTS picks the files), and any of fresh.py's steps (alone, parallel, kernelbench, service, memory), run in one
 # fresh.py process. N, JOBS, ALONE pass to fresh.py; TESTS_LIMIT (default 240) and FRESH_LIMIT
 # (default 560 less what the tests took) bound them. The task baselines are measured first when
 # they are not in the cache (115-180 s on a fresh machine); the cache is $PWD/.cache/fresh, kept on
