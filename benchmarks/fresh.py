@@ -202,21 +202,20 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
         t0 = time.monotonic()
         warm = ev.wait_warm(180)  # a running service's state between bursts: its spares started
         warm_s = time.monotonic() - t0
-        procs = ProcessCpu().__enter__()
-        cpu0, t0 = cpu_busy_s(), time.monotonic()
         samples: list[dict] = []
         stop = threading.Event()
-        sampler = threading.Thread(target=sample_evaluator, args=(ev, t0, samples, stop, lambda: len(rows)),
-                                   daemon=True)
-        sampler.start()
-        futures = {ev.submit(task, load_candidate(path), cfg): name for task, path, name in cands}
-        for fut in as_completed(futures):
-            res = fut.result()
-            rows.append({"name": futures[fut], "done_s": round(time.monotonic() - t0, 1), **verdict(res)})
-            log.put("parallel_rows", rows, quiet=True)
-        wall = time.monotonic() - t0
-        cpu = cpu_busy_s() - cpu0
-        procs.__exit__(None, None, None)
+        with ProcessCpu() as procs:
+            cpu0, t0 = cpu_busy_s(), time.monotonic()
+            sampler = threading.Thread(target=sample_evaluator, args=(ev, t0, samples, stop, lambda: len(rows)),
+                                       daemon=True)
+            sampler.start()
+            futures = {ev.submit(task, load_candidate(path), cfg): name for task, path, name in cands}
+            for fut in as_completed(futures):
+                res = fut.result()
+                rows.append({"name": futures[fut], "done_s": round(time.monotonic() - t0, 1), **verdict(res)})
+                log.put("parallel_rows", rows, quiet=True)
+            wall = time.monotonic() - t0
+            cpu = cpu_busy_s() - cpu0
         stop.set()
         sampler.join()
         log.put("parallel_samples", samples, quiet=True)
@@ -243,8 +242,6 @@ def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> N
     evaluations finished, and on a GPU the memory in use, split into the pool's processes and the
     rest (nvidia-smi's compute apps)."""
     gpu = ev.gpus[0]
-    from cuda_agent.evaluate.device import nvidia_smi_lines
-
     pool, gate, ledger = ev.pool(gpu), ev.gate(gpu), ev.ledger(gpu)
     while not stop.wait(1.0):
         row = {"t": round(time.monotonic() - t0, 1), "done": done(), "on_gpu": gate.running,
@@ -256,18 +253,11 @@ def sample_evaluator(ev, t0: float, out: list, stop: threading.Event, done) -> N
                 spares, judges = [w.proc.pid for w in pool.spares], [w.proc.pid for w in pool.judges]
             row["spares"], row["kept_judges"] = len(spares), len(judges)
             if gpu is not None:
-                try:
-                    used = {int(a): int(b) for a, b in (ln.split(",") for ln in nvidia_smi_lines(
-                        "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits") if "," in ln)}
-                except ValueError:
-                    used = {}
+                used = gpu_use_by_pid()
                 row["gb_spares"] = round(sum(used.get(p, 0) for p in spares) / 1024, 1)
                 row["gb_kept_judges"] = round(sum(used.get(p, 0) for p in judges) / 1024, 1)
                 row["gb_all"] = round(sum(used.values()) / 1024, 1)
-                roles: dict[str, float] = {}
-                for pid, mib in used.items():
-                    roles[process_name(pid)] = roles.get(process_name(pid), 0) + mib / 1024
-                row["gb_by_role"] = {k: round(v, 1) for k, v in roles.items()}
+                row["gb_by_role"] = {k: round(v, 1) for k, v in by_name(used).items()}
                 row["gb_top"] = sorted((round(v / 1024, 1) for v in used.values()), reverse=True)[:4]
         out.append(row)
 
@@ -280,22 +270,30 @@ def process_name(pid: int) -> str:
         return "?"
 
 
-def gpu_use_by_name() -> dict[str, float]:
-    """GiB of device memory each kind of process holds now (nvidia-smi's compute apps)."""
+def gpu_use_by_pid() -> dict[int, int]:
+    """MiB of device memory each process holds now (nvidia-smi's compute apps); none without it."""
     from cuda_agent.evaluate.device import nvidia_smi_lines
 
-    out: dict[str, float] = {}
+    used: dict[int, int] = {}
     for line in nvidia_smi_lines("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"):
         pid, _, mib = line.partition(",")
         try:
-            name = process_name(int(pid))
-            out[name] = out.get(name, 0.0) + int(mib) / 1024
+            used[int(pid)] = int(mib)
         except ValueError:
             continue
+    return used
+
+
+def by_name(used: dict[int, int]) -> dict[str, float]:
+    """`gpu_use_by_pid`'s MiB summed into GiB per process name (the workers' is `ca-<role>`)."""
+    out: dict[str, float] = {}
+    for pid, mib in used.items():
+        name = process_name(pid)
+        out[name] = out.get(name, 0.0) + mib / 1024
     return out
 
 
-def step_memory(cfg, stage: Path, tmp: Path, log: Log) -> None:
+def step_memory(cfg, stage: Path, log: Log) -> None:
     """Each staged task's candidate evaluated alone (the Evaluator's own workers, nothing beside),
     its processes' device memory sampled throughout: the peak of their sum and of each role,
     against what the ledger admits the evaluation by (`memory.need`). Where the peak is above the
@@ -309,7 +307,7 @@ def step_memory(cfg, stage: Path, tmp: Path, log: Log) -> None:
     with Evaluator(cfg, jobs=len(index)) as ev:
         ev.map([(task, load_candidate(stage / row["kernel"])) for task, row in zip(tasks, index)], cfg)  # builds
         ev.wait_warm(120)
-        base = gpu_use_by_name()  # the pool's spares and kept judges, before the evaluation
+        base = by_name(gpu_use_by_pid())  # the pool's spares and kept judges, before the evaluation
         for task, row in zip(tasks, index):
             peaks: dict[str, float] = {}
             total = [0.0]
@@ -317,7 +315,7 @@ def step_memory(cfg, stage: Path, tmp: Path, log: Log) -> None:
 
             def sample() -> None:
                 while not stop.is_set():
-                    use = gpu_use_by_name()
+                    use = by_name(gpu_use_by_pid())
                     total[0] = max(total[0], sum(use.values()) - sum(base.values()))
                     for k, v in use.items():
                         peaks[k] = max(peaks.get(k, 0.0), v)
@@ -354,13 +352,13 @@ class ProcessCpu:
     """CPU-seconds by kind of process over a span (a `with` block): /proc sampled every `period`
     seconds in a thread, each process's user + system time at the last sample it was seen, less
     what it had spent at the first sample for those already running. Processes that live less than
-    `period` are missed and those that end lose their last interval: `accounted_s` against the
-    machine's busy time shows how much. Kinds: the compilers of a build by their input (gcc -E,
+    `period` are missed and those that end lose their last interval: the sum of `by_kind` against
+    the machine's busy time (`cpu_busy_s`) shows how much. Kinds: the compilers of a build by their input (gcc -E,
     the host unit, nvcc's final host compile, header builds), CUDA's tools by name, our Python
     processes by role."""
 
     def __init__(self, period: float = 0.1):
-        self.period, self.seen, self.kinds = period, {}, {}
+        self.period, self.seen = period, {}
         self.stop, self.thread = threading.Event(), threading.Thread(target=self._run, daemon=True)
         self.tck = os.sysconf("SC_CLK_TCK")
 
@@ -738,7 +736,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif step == "service":
             step_service(cfg, tmp, args.repeat, log)
         elif step == "memory":
-            step_memory(cfg, args.stage, tmp, log)
+            step_memory(cfg, args.stage, log)
         log.put(f"{step}_step_s", round(time.monotonic() - t0, 1))
     table(log.doc)
     return 0

@@ -110,8 +110,9 @@ class Evaluator(EvaluatorBase):
         else:
             self.gpus = [None]
         self.jobs = jobs or 2 * len(self.gpus)
+        per_gpu = -(-self.jobs // len(self.gpus))
         if warm is None:
-            warm = 2 * -(-self.jobs // len(self.gpus)) + 2
+            warm = 2 * per_gpu + 2
         self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
                                    output_limit=self.config.output_limit, cuda=g is not None,
                                    warm_device=self.config.warm_spares,
@@ -122,7 +123,7 @@ class Evaluator(EvaluatorBase):
         self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}
         self._ledgers: dict[str | None, MemoryLedger | None] = {
             g: MemoryLedger(DeviceLock.of(self.config.cache_dir, "cuda", g, role="memory").base + ".json", room)
-            if g is not None and (room := memory.budget(g, warm, -(-self.jobs // len(self.gpus)))) else None
+            if g is not None and (room := memory.budget(g, warm, per_gpu)) else None
             for g in self.gpus}
         self.reruns = 0  # evaluations run again alone after failing for want of a resource
         self._lock = threading.Lock()
