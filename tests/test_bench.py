@@ -124,7 +124,10 @@ def test_bench_resumes_after_a_kill_and_reports(tmp_path):
     while time.monotonic() < end and p.poll() is None:
         if db.exists():
             with sqlite3.connect(db) as con:
-                stored = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+                try:
+                    stored = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+                except sqlite3.OperationalError:  # the file is there, its schema not yet
+                    stored = 0
             if stored:
                 break
         time.sleep(0.1)

@@ -21,7 +21,9 @@ from typing import Any, Iterator
 from cuda_agent.errors import UsageError
 from cuda_agent.evaluate.result import EvalResult
 
+# One transaction, so a reader of a store being created sees both tables or none.
 SCHEMA = """
+BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
     name TEXT PRIMARY KEY,
     created TEXT NOT NULL,
@@ -39,6 +41,7 @@ CREATE TABLE IF NOT EXISTS results (
     version TEXT NOT NULL,
     PRIMARY KEY (run, task, sample)
 );
+COMMIT;
 """
 
 
