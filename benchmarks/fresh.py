@@ -630,8 +630,9 @@ def build_steps(t, rows) -> None:
     for kind, vals in steps.items():
         t.add_row(f"    build step: {kind} (median of {len(vals)})", f"{statistics.median(vals):.1f} s", "")
     hows = [h for r in rows if (h := (r.get("ninja") or {}).get("cuda_compile"))]
-    if hows:  # light_nvcc.py's note: the light torch/extension.h, or the source as written
-        t.add_row("    CUDA units compiled with the light torch/extension.h", f"{hows.count('light')} of {len(hows)}", "")
+    if hows:  # light_nvcc.py's note: which light torch/extension.h compiled the unit, or its source as written
+        t.add_row("    CUDA units compiled with a light torch/extension.h: tensor / light",
+                  f"{hows.count('tensor')} / {hows.count('light')} of {len(hows)}", "")
     headers = [h for r in rows if (h := (r.get("ninja") or {}).get("host_header"))]
     if headers:  # nvcc_pch.py: the final host compile's precompiled header
         t.add_row("    nvcc's final compile: precompiled header used / built",

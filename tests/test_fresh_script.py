@@ -71,7 +71,7 @@ def test_the_table_merges_runs_split_over_calls(tmp_path):
     assert "build step: nvcc (the CUDA unit) (median of 1)" in text
     assert "50.0 s" in text and "37.5 s" in text
     assert "baselines cached 1/1" in text
-    assert "CUDA units compiled with the light torch/extension.h" in text and "1 of 1" in text
+    assert "CUDA units compiled with a light torch/extension.h: tensor / light" in text and "0 / 1 of 1" in text
 
 
 def test_the_table_says_which_file_is_not_a_runs_json(tmp_path):

@@ -14,65 +14,95 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate.worker import inline_build
-from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS, LIGHT_NVCC
+from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS, LIGHT_NVCC, SHIMS, TENSOR_HEADERS
 
-# A stand-in for nvcc: logs each call's include folders; with the light header's folder first it
-# fails on a source that says FULL_ONLY (a name only the full header declares), and on any source
-# that says BROKEN; otherwise writes the object.
+# A stand-in for nvcc: logs the header folder each call puts first (null: none); with one of ours
+# first it fails on a source that says FULL_ONLY (a name only the full header declares), with the
+# tensor one on a source that says TYPES_ONLY (a name of <torch/types.h>), and on any source that
+# says BROKEN; otherwise writes the object.
 FAKE_NVCC = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     args = sys.argv[1:]
     src, out = args[args.index("-c") + 1], args[args.index("-o") + 1]
     text = open(src).read()
-    light = args[:2] == ["-I", sys.argv[0].rsplit("/", 1)[0] + "/shim"]
+    shim = os.path.basename(args[1]) if args[0] == "-I" and args[1].endswith("_headers") else None
     with open(sys.argv[0] + ".log", "a") as log:
-        log.write(json.dumps({"light": light}) + "\\n")
-    if "BROKEN" in text or (light and "FULL_ONLY" in text):
-        sys.stderr.write(("light" if light else "as written") + ": error: identifier FULL_ONLY is undefined\\n")
+        log.write(json.dumps({"shim": shim}) + "\\n")
+    name = shim or "as written"
+    if "BROKEN" in text or (shim and "FULL_ONLY" in text) or (shim == "tensor_headers" and "TYPES_ONLY" in text):
+        sys.stderr.write(name + ": error: identifier FULL_ONLY is undefined\\n")
         sys.exit(1)
-    sys.stderr.write("warning: from the " + ("light" if light else "written") + " compile\\n")
+    sys.stderr.write("warning: from the " + name + " compile\\n")
     open(out, "w").write("object")
 """)
 
 
-def _compile(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess, list[bool], Path]:
+def _compile(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess, list[str | None], Path]:
     nvcc = tmp_path / "nvcc.py"
     nvcc.write_text(FAKE_NVCC)
-    (tmp_path / "shim").mkdir(exist_ok=True)
+    shims = [tmp_path / "tensor_headers", tmp_path / "light_headers"]
+    for shim in shims:
+        shim.mkdir(exist_ok=True)
     src, out = tmp_path / "cuda.cu", tmp_path / "cuda.cuda.o"
     src.write_text(source)
-    done = subprocess.run([sys.executable, str(LIGHT_NVCC), str(tmp_path / "shim"), f"{sys.executable} {nvcc}",
-                           "-MD", "-MF", f"{out}.d", "-c", str(src), "-o", str(out)],
+    done = subprocess.run([sys.executable, str(LIGHT_NVCC), os.pathsep.join(map(str, shims)),
+                           f"{sys.executable} {nvcc}", "-MD", "-MF", f"{out}.d", "-c", str(src), "-o", str(out)],
                           capture_output=True, text=True, timeout=60)
     log = nvcc.with_name("nvcc.py.log")
-    calls = [json.loads(line)["light"] for line in log.read_text().splitlines()] if log.exists() else []
+    calls = [json.loads(line)["shim"] for line in log.read_text().splitlines()] if log.exists() else []
     return done, calls, out
 
 
 INCLUDES = "#include <cuda_runtime.h>\n  #  include <torch/extension.h>\n"
+BOTH = ["tensor_headers", "light_headers"]
 
 
-def test_a_unit_that_includes_the_extension_header_is_compiled_with_the_light_one(tmp_path):
+def test_a_unit_that_includes_the_extension_header_is_compiled_with_the_lightest_that_compiles_it(tmp_path):
     done, calls, out = _compile(tmp_path, INCLUDES + "torch::Tensor f(torch::Tensor x);\n")
-    assert done.returncode == 0 and calls == [True]
+    assert done.returncode == 0 and calls == ["tensor_headers"]
     assert out.read_text() == "object"
-    assert Path(f"{out}.how").read_text() == "light\n"
-    assert "from the light compile" in done.stderr  # its warnings are shown as nvcc's own
+    assert Path(f"{out}.how").read_text() == "tensor\n"
+    assert "from the tensor_headers compile" in done.stderr  # its warnings are shown as nvcc's own
+
+    (tmp_path / "next").mkdir()
+    done, calls, out = _compile(tmp_path / "next", INCLUDES + "auto g = TYPES_ONLY;\n")
+    assert done.returncode == 0 and calls == BOTH
+    how, _, why = Path(f"{out}.how").read_text().partition("\n")
+    assert how == "light" and why.startswith("tensor:\ntensor_headers: error")
+    assert "error" not in done.stderr and "from the light_headers compile" in done.stderr
 
 
 def test_a_unit_that_needs_the_full_header_is_compiled_again_as_written(tmp_path):
     done, calls, out = _compile(tmp_path, INCLUDES + "auto g = FULL_ONLY;\n")
-    assert done.returncode == 0 and calls == [True, False]
+    assert done.returncode == 0 and calls == [*BOTH, None]
     how, _, why = Path(f"{out}.how").read_text().partition("\n")
-    assert how == "as written" and why.startswith("light: error: identifier FULL_ONLY")  # why not light
-    assert "error" not in done.stderr  # the light attempt's errors are not the candidate's
+    assert how == "as written"  # and why not each light header:
+    assert why.startswith("tensor:\ntensor_headers: error: identifier FULL_ONLY")
+    assert "light:\nlight_headers: error: identifier FULL_ONLY" in why
+    assert "error" not in done.stderr  # the light attempts' errors are not the candidate's
 
 
 def test_a_unit_with_an_error_of_its_own_gets_the_errors_of_its_source_as_written(tmp_path):
     done, calls, out = _compile(tmp_path, INCLUDES + "BROKEN\n")
-    assert done.returncode == 1 and calls == [True, False]
+    assert done.returncode == 1 and calls == [*BOTH, None]
     assert done.stderr.count("error") == 1 and done.stderr.startswith("as written: error")
     assert not out.exists() and not Path(f"{out}.how").exists()
+
+
+def test_a_unit_calling_a_function_the_first_header_does_not_list_skips_it(tmp_path):
+    (tmp_path / "tensor_headers").mkdir()
+    (tmp_path / "tensor_headers" / "CALLS").write_text("# what it declares\nzeros empty_like\ncuda::\n")
+    done, calls, out = _compile(tmp_path, INCLUDES + "auto f(torch::Tensor x) { return torch::zeros({2}) + "
+                                "at::cuda::stream() + torch::matmul(x, x) + at::nn::relu (x); }\n")
+    assert done.returncode == 0 and calls == ["light_headers"]
+    assert Path(f"{out}.how").read_text() == "light\ntensor: not tried: the unit uses matmul, nn::\n"
+
+    (tmp_path / "next").mkdir()
+    (tmp_path / "next" / "tensor_headers").mkdir()
+    (tmp_path / "next" / "tensor_headers" / "CALLS").write_text("zeros empty_like\ncuda::\n")
+    done, calls, out = _compile(tmp_path / "next", INCLUDES + "auto f(torch::Tensor x) { return torch::zeros({2}) "
+                                "+ at::cuda::stream() + torch::empty_like (x) + torch::Tensor(); } // at::matmul\n")
+    assert calls == ["tensor_headers"]  # (the comment's call is seen, but it has no parenthesis)
 
 
 @pytest.mark.parametrize("source", ["#include <ATen/ATen.h>\nFULL_ONLY\n",
@@ -80,7 +110,7 @@ def test_a_unit_with_an_error_of_its_own_gets_the_errors_of_its_source_as_writte
                                     '#include "torch/extension.hpp"\n'])
 def test_a_unit_without_the_extension_header_is_compiled_once_as_written(tmp_path, source):
     done, calls, out = _compile(tmp_path, source)
-    assert done.returncode == 0 and calls == [False]
+    assert done.returncode == 0 and calls == [None]
     assert Path(f"{out}.how").read_text() == "as written\n"
 
 
@@ -93,14 +123,19 @@ def test_the_shim_is_torch_types_without_operator_registration():
                     "torch/library.h": ["#pragma once"]}
 
 
-def _syntax(source: str, light: bool) -> subprocess.CompletedProcess:
+def _gxx(source: str, shim: Path | None, *flags: str) -> subprocess.CompletedProcess:
+    """g++ on `source` (C++ from stdin) with torch's include folders, `shim` first if given."""
     import sysconfig
 
     import torch.utils.cpp_extension as ce
 
     incs = [w for p in [*ce.include_paths(), sysconfig.get_paths()["include"]] for w in ("-isystem", p)]
-    return subprocess.run(["g++", "-std=c++17", "-fsyntax-only", *(["-I", str(LIGHT_HEADERS)] if light else []),
-                           *incs, "-x", "c++", "-"], input=source, capture_output=True, text=True, timeout=300)
+    return subprocess.run(["g++", "-std=c++17", *flags, *(["-I", str(shim)] if shim else []), *incs,
+                           "-x", "c++", "-"], input=source, capture_output=True, text=True, timeout=300)
+
+
+def _syntax(source: str, light: bool) -> subprocess.CompletedProcess:
+    return _gxx(source, LIGHT_HEADERS if light else None, "-fsyntax-only")
 
 
 def test_a_unit_that_registers_operators_needs_the_header_as_written():
@@ -112,6 +147,74 @@ def test_a_unit_that_registers_operators_needs_the_header_as_written():
     light = _syntax(registers, light=True)
     assert light.returncode != 0 and "error" in light.stderr  # (the macro is unknown)
     assert _syntax(registers, light=False).returncode == 0
+
+
+# What model-written CUDA units do with torch on the host side, all of it declared by the tensor header.
+TENSOR_API = """
+#include <torch/extension.h>
+torch::Tensor launch(torch::Tensor x, torch::Tensor w, torch::optional<torch::Tensor> bias, int64_t dim) {
+    TORCH_CHECK(x.is_cuda() && x.is_contiguous(), "x must be a contiguous CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only, got ", x.scalar_type());
+    const at::OptionalDeviceGuard guard(x.device());
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
+    auto out = torch::zeros({x.size(0), w.size(0)}, opts);
+    auto tmp = torch::empty_like(x), ones = torch::ones({4}, x.options()), z = torch::zeros_like(out);
+    auto full = torch::full({2, 2}, 0.5, opts), r = torch::arange(10, opts);
+    AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "launch", [&] {
+        scalar_t* p = x.data_ptr<scalar_t>();
+        (void)p;
+    });
+    if (bias.has_value()) out = out + bias.value();
+    out = (out * 2.0 - z).relu().view({-1}).contiguous();
+    return out.sum(dim) + tmp.mean() + ones.max() + full.to(torch::kFloat64).to(torch::kF32) + r.size(0);
+}
+"""
+
+
+def test_the_tensor_header_declares_what_units_use_and_no_other_operator():
+    """A unit using at::Tensor's methods, options, dispatch and torch's factories compiles with the
+    tensor header; one using any other operator does not, and compiles with the next header. Among
+    those others is `at::var(x, 1)`: ATen/Functions.h adds an `int dim` overload that the operator's
+    own header lacks, where `1` would convert to `bool unbiased`; the tensor header must declare no
+    operator at all rather than that header alone."""
+    done = _gxx(TENSOR_API, TENSOR_HEADERS, "-fsyntax-only")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for other in ("torch::matmul(x, x)", "at::var(x, 1)", "at::numel(x)", "x.index({torch::indexing::Slice()})"):
+        source = f"#include <torch/extension.h>\nauto f(torch::Tensor x) {{ return {other}; }}\n"
+        tensor = _gxx(source, TENSOR_HEADERS, "-fsyntax-only")
+        assert tensor.returncode != 0 and "error" in tensor.stderr, other
+        assert _gxx(source, LIGHT_HEADERS, "-fsyntax-only").returncode == 0, other
+
+
+def test_every_function_the_tensor_header_lists_is_declared_by_it():
+    names = [w for line in (TENSOR_HEADERS / "CALLS").read_text().splitlines() if not line.startswith("#")
+             for w in line.split()]
+    functions = [n for n in names if not n.endswith("::")]
+    assert {"zeros", "empty", "empty_like", "zeros_like", "ones", "full", "dtype"} <= set(functions)
+    source = "#include <torch/extension.h>\nnamespace check {\n" + "".join(
+        f"using torch::{n};\nusing at::{n};\n" for n in functions) + "}\n"
+    done = _gxx(source, TENSOR_HEADERS, "-fsyntax-only")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_unit_that_compiles_with_the_tensor_header_calls_what_it_calls_with_the_full_one(tmp_path):
+    """The same unit compiled (g++ -O0, no inlining) with the tensor header and with torch's own
+    <torch/extension.h>: every function both objects define has the same instructions and calls the
+    same functions, so no overload resolution or template changed with the headers left out."""
+    objects = {}
+    for name, shim in (("tensor", TENSOR_HEADERS), ("full", None)):
+        objects[name] = tmp_path / f"{name}.o"
+        done = _gxx(TENSOR_API, shim, "-O0", "-c", "-o", str(objects[name]))
+        assert done.returncode == 0, done.stderr[-2000:]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "diagnostics"))
+    from tensor_header import functions  # the corpus diagnostic's comparison
+
+    tensor, full = functions(objects["tensor"]), functions(objects["full"])
+    own = [n for n in tensor if "launch" in n]
+    assert own and all(n in full for n in own)  # the unit's function and its dispatch lambdas
+    common = sorted(set(tensor) & set(full))
+    assert len(common) > 100
+    assert [n for n in common if tensor[n] != full[n]] == []
 
 
 def _write(folder: Path, light: bool, monkeypatch, with_cuda: bool = True) -> str:
@@ -155,7 +258,7 @@ def test_the_light_nvcc_runs_nvcc_itself_even_with_a_compiler_cache_on_path(tmp_
                                                                              else compiler)])
     lines = [x for x in _write(tmp_path, True, monkeypatch).splitlines() if x.startswith("nvcc")]
     [line] = [x for x in lines if str(LIGHT_NVCC) in x]
-    assert line.endswith(f"{LIGHT_HEADERS} /opt/cuda/bin/nvcc") and "ccache" not in line  # nvcc_stages can split it
+    assert line.endswith(f"{SHIMS} /opt/cuda/bin/nvcc") and "ccache" not in line  # nvcc_stages can split it
 
 
 GPU_BUILD = r"""
@@ -176,7 +279,7 @@ torch::Tensor f(torch::Tensor x) {
 }
 '''
 extra = sys.argv[2]
-m = load_inline(name="light_" + ("full" if extra else "types"), cpp_sources=["torch::Tensor f(torch::Tensor x);"],
+m = load_inline(name="light_" + sys.argv[3], cpp_sources=["torch::Tensor f(torch::Tensor x);"],
                 cuda_sources=[body % extra], functions=["f"])
 x = torch.arange(4, dtype=torch.float32, device="cuda")
 [how] = Path(m.__file__).parent.glob("*.cuda.o.how")
@@ -185,10 +288,11 @@ print(json.dumps({"out": m.f(x).tolist(), "how": how.read_text().splitlines()[0]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("extra, how", [("", "light"),
+@pytest.mark.parametrize("extra, how", [("", "tensor"),
+                                        ("y = y + torch::matmul(x.view({1, -1}), x.view({-1, 1})).sum() * 0;", "light"),
                                         ("y = torch::nn::functional::relu(y);", "as written")])
-def test_cuda_extensions_build_and_run_through_either_compile(tmp_path, extra, how):
-    out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path / "builds"), extra],
+def test_cuda_extensions_build_and_run_through_each_compile(tmp_path, extra, how):
+    out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path / "builds"), extra, how.replace(" ", "_")],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"out": [1.0, 2.0, 3.0, 4.0], "how": how}

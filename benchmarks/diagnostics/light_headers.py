@@ -8,9 +8,9 @@ kernelbench-a100-runs`; the kernel file runs with a `load_inline` that records i
 builds nothing) and KernelBench's verdict of each. `run` builds one ordinary `load_inline` CUDA
 extension to learn this torch's nvcc command and flags from its ninja file, then compiles `--n`
 sources (a seeded sample) to object files, `--jobs` at once, each through `light_nvcc.py` (the
-evaluator's path: the light header first, as written where that fails), and `--direct` of them
-as written only (nvcc alone, as torch would run it), each timed. Printed last: how many compiled
-with the light header, how many only as written, how many not at all, set against KernelBench's
+evaluator's path: the light headers first, tensor then light, as written where both fail), and
+`--direct` of them as written only (nvcc alone, as torch would run it), each timed. Printed last: how
+many compiled with each light header, how many only as written, how many not at all, set against KernelBench's
 `compiled` verdict, and the median times. Every row goes to `--json`.
 
 Last run (H200, 2026-12-04, `--n 48 --direct 12`, cut by the call's limit before its summary; rows
@@ -143,20 +143,22 @@ def summary(doc: dict) -> None:
     for kb in (True, False, None):
         group = [r for r in light if r["kernelbench_compiled"] is kb]
         if group:
-            counts = {k: sum(1 for r in group if (r["how"] or "failed") == k) for k in ("light", "as written", "failed")}
+            counts = {k: sum(1 for r in group if (r["how"] or "failed") == k)
+                      for k in ("tensor", "light", "as written", "failed")}
             print(f"  KernelBench compiled={kb}: {len(group)}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for how in ("light", "as written", "failed"):
+    for how in ("tensor", "light", "as written", "failed"):
         secs = [r["seconds"] for r in light if (r["how"] or "failed") == how]
         if secs:
             print(f"  {how}: median {statistics.median(secs):.1f} s (n={len(secs)})")
-    pairs = [(r["seconds"], direct[r["name"]]["seconds"]) for r in light if r["name"] in direct and r["how"] == "light"]
+    pairs = [(r["seconds"], direct[r["name"]]["seconds"]) for r in light
+             if r["name"] in direct and r["how"] in ("tensor", "light")]
     if pairs:
         print(f"  same sources as written only (nvcc alone): median {statistics.median(d for _, d in pairs):.1f} s "
               f"against {statistics.median(l for l, _ in pairs):.1f} s light (n={len(pairs)})")
     disagree = [r["name"] for r in light if r["name"] in direct and r["ok"] != direct[r["name"]]["ok"]]
     print(f"  compiled by one path and not the other: {disagree or 'none'}")
     for r in light:
-        if r["how"] != "light":
+        if r["how"] not in ("tensor", "light"):
             print(f"  {r['how'] or 'failed'}: {r['name']}: {r.get('first_error')}")
 
 

@@ -25,8 +25,9 @@ under an flock that the kernel releases when its holder dies; the holder first r
 lock that a killed build left (torch waits for that file without end).
 
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
-nvcc): first with torch's tensor API in that header's place, about 2.5 times faster through nvcc,
-then, where that does not compile, as written (that module's docstring); either compile runs nvcc's
+nvcc): first with at::Tensor and torch's factory functions in that header's place, then, where that
+does not compile, with torch's tensor API (<torch/types.h>: about 2.5 times faster through nvcc than
+the full header), then as written (that module's docstring); either compile runs nvcc's
 host and device front ends side by side (`nvcc_stages.py`), and with precompiled headers on, nvcc's
 final host compile reads the unit's headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
 
@@ -54,6 +55,8 @@ from . import nvcc_pch
 HEADER = "torch_ext.h"
 LIGHT_NVCC = Path(__file__).with_name("light_nvcc.py")
 LIGHT_HEADERS = Path(__file__).with_name("light_headers")
+TENSOR_HEADERS = Path(__file__).with_name("tensor_headers")
+SHIMS = os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS)))  # tried in this order (light_nvcc.py)
 KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
@@ -120,7 +123,7 @@ def light_nvcc_command(real_nvcc: str, pch_root: Path | None = None) -> str:
     """The ninja file's `nvcc`: `light_nvcc.py` in front of the real one (shell words); with
     `pch_root`, its final host compiles' precompiled headers live beside the host unit's."""
     pch = ["--pch", str(nvcc_pch_root(pch_root))] if pch_root is not None else []
-    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), *pch, str(LIGHT_HEADERS), real_nvcc])
+    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), *pch, SHIMS, real_nvcc])
 
 
 def nvcc_pch_root(pch_root: Path) -> Path:
