@@ -14,6 +14,11 @@ with both, two checks that the lighter header changed nothing of what the unit d
 Printed last: how many compiled with each header, the median front-end time of each, the units one
 header compiled and the other did not (with the first error), and the two checks' counts.
 
+Last run (2-core machine, torch 2.13's headers, 2026-12-05, `--n 40 --seed 3`): 32 of 40 compiled
+with both headers, 8 with neither (cuBLAS headers absent there, or their own errors); front end
+median 7.8 s with the tensor header against 11.3 s (2 at once); 30,438 host functions compared, none
+differing; PTX the same for 32 of 32.
+
 Flags are torch's for a `load_inline` CUDA build as far as they matter to the front end (defines,
 include folders, -std, sm_90). Sources that include cuBLAS or ATen's CUDA headers are left out where
 nvcc's include folder lacks cuBLAS's headers (the 2-core machine).
