@@ -79,10 +79,10 @@ def wants_light(source: str | None) -> bool:
 
 def unlisted(shim: str, text: bytes) -> list[str]:
     """The functions the source calls as `torch::f(`/`at::f(` and the namespaces it names as
-    `torch::ns::`/`at::ns::` that the header folder's CALLS file does not list (one name a line,
-    `ns::` for a namespace, `#` a comment line); nothing where the folder has no such file. A header that declares few
-    of torch's functions lists them, and a unit that calls another is not tried with it: that
-    compile could only fail."""
+    `torch::ns::`/`at::ns::` that the header folder's CALLS file does not list (names split by
+    white space, `ns::` for a namespace, `#` starts a comment line); nothing where the folder has
+    no such file. A header that declares few of torch's functions lists them, and a unit that calls
+    another is not tried with it: that compile could only fail."""
     try:
         with open(os.path.join(shim, CALLS), "rb") as f:
             listed = {w for line in f.read().splitlines() if not line.startswith(b"#") for w in line.split()}
