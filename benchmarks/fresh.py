@@ -158,9 +158,12 @@ def ninja_steps(root: Path) -> dict:
     how = {}
     if notes and notes[0]:  # light_nvcc.py's note: which compile made the CUDA unit; its final compile's header
         how["cuda_compile"] = notes[0][0]
+        why = [line for line in notes[0][1:] if not line.startswith("host header: ")]
         for line in notes[0][1:]:
             if line.startswith("host header: "):
                 how["host_header"] = line.partition(": ")[2]
+        if why:  # why each lighter header did not compile it: its tier's name, then nvcc's errors
+            how["cuda_why"] = "\n".join(why)[:1500]
     return {"steps_s": steps, "flags": flags, **how}
 
 
@@ -716,11 +719,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not (args.stage / "index.json").is_file():
         sys.exit(f"fresh.py: {args.stage}/index.json missing: run `python benchmarks/fresh.py stage` first")
     cfg = EvalConfig(device=resolve_device(args.device), policy="kernelbench",
-                     cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="fresh-cache-")))
+                     cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="fresh-cache-")),
+                     inline_tensor_header=args.tensor_header)
     log = Log(args.json)
     tmp = Path(tempfile.mkdtemp(prefix="fresh-"))
     log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
-                       "jobs": args.jobs, "alone": args.alone})
+                       "jobs": args.jobs, "alone": args.alone, "tensor_header": args.tensor_header})
     if {"alone", "parallel", "memory"} & set(steps):
         baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
                                                           args.n if "parallel" in steps else 0,
@@ -772,6 +776,8 @@ def main() -> int:
     r.add_argument("--jobs", type=int, default=8, help="at a time (default 8)")
     r.add_argument("--repeat", type=int, default=3, help="runs of each service command after the warm-up (default 3)")
     r.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh one")
+    r.add_argument("--tensor-header", action="store_true",
+                   help="CUDA units try the tensor header first (EvalConfig.inline_tensor_header; off by default)")
     r.add_argument("--json", type=Path, default=None, help="write every figure here as it is measured")
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="one table from the --json files of several runs (a later file's steps win)")

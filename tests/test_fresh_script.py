@@ -44,6 +44,7 @@ def test_ninja_steps_reads_the_newest_builds_last_run_of_each_target(tmp_path, b
     assert got["steps_s"] == {"main.o": 1.2, "cuda.cuda.o": 40.0, "ext.so": 0.3}
     assert got["flags"] == {"nvcc": "/usr/local/cuda/bin/nvcc", "cuda_cflags": "-O3 -gencode=x"}
     assert got["cuda_compile"] == "as written" and got["host_header"] == "used"  # light_nvcc.py's note
+    assert got["cuda_why"] == "error: torch::nn is not a namespace"  # why the lighter headers failed
     assert fresh.ninja_steps(tmp_path / "missing") == {}
 
 

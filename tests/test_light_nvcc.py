@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluate.worker import inline_build
-from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS, LIGHT_NVCC, SHIMS, TENSOR_HEADERS
+from cuda_agent.evaluate.worker.inline_build import LIGHT_HEADERS, LIGHT_NVCC, TENSOR_HEADERS, light_nvcc_command, shims
 
 # A stand-in for nvcc: logs the header folder each call puts first (null: none); with one of ours
 # first it fails on a source that says FULL_ONLY (a name only the full header declares), with the
@@ -258,14 +258,25 @@ def test_the_light_nvcc_runs_nvcc_itself_even_with_a_compiler_cache_on_path(tmp_
                                                                              else compiler)])
     lines = [x for x in _write(tmp_path, True, monkeypatch).splitlines() if x.startswith("nvcc")]
     [line] = [x for x in lines if str(LIGHT_NVCC) in x]
-    assert line.endswith(f"{SHIMS} /opt/cuda/bin/nvcc") and "ccache" not in line  # nvcc_stages can split it
+    assert line.endswith(f"{shims(False)} /opt/cuda/bin/nvcc") and "ccache" not in line  # nvcc_stages can split it
+
+
+def test_the_tensor_header_is_tried_first_only_where_asked():
+    import os
+    import shlex
+
+    def folders(tensor_header: bool) -> list[str]:
+        return shlex.split(light_nvcc_command("/opt/cuda/bin/nvcc", None, tensor_header))[-2].split(os.pathsep)
+
+    assert folders(False) == [str(LIGHT_HEADERS)]
+    assert folders(True) == [str(TENSOR_HEADERS), str(LIGHT_HEADERS)]
 
 
 GPU_BUILD = r"""
 import json, sys
 from pathlib import Path
 from cuda_agent.evaluate.worker import inline_build
-inline_build.install(None, sys.argv[1], light_headers=True)
+inline_build.install(None, sys.argv[1], light_headers=True, tensor_header=True)
 from torch.utils.cpp_extension import load_inline
 import torch
 body = '''
@@ -283,7 +294,7 @@ m = load_inline(name="light_" + sys.argv[3], cpp_sources=["torch::Tensor f(torch
                 cuda_sources=[body % extra], functions=["f"])
 x = torch.arange(4, dtype=torch.float32, device="cuda")
 [how] = Path(m.__file__).parent.glob("*.cuda.o.how")
-print(json.dumps({"out": m.f(x).tolist(), "how": how.read_text().splitlines()[0]}))
+print(json.dumps({"out": m.f(x).tolist(), "how": how.read_text().splitlines()[0], "why": how.read_text()}))
 """
 
 
@@ -295,4 +306,6 @@ def test_cuda_extensions_build_and_run_through_each_compile(tmp_path, extra, how
     out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path / "builds"), extra, how.replace(" ", "_")],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"out": [1.0, 2.0, 3.0, 4.0], "how": how}
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    why = got.pop("why")  # light_nvcc's note: why each lighter header did not compile the unit
+    assert got == {"out": [1.0, 2.0, 3.0, 4.0], "how": how}, why[-3000:]

@@ -381,7 +381,7 @@ class Evaluation:
                 policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
                 pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None,
                 inline_builds=str(cfg.cache_dir / "torch_extensions" / "by_source"),
-                light_headers=cfg.inline_light_headers)
+                light_headers=cfg.inline_light_headers, tensor_header=cfg.inline_tensor_header)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

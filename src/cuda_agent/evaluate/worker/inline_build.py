@@ -56,7 +56,12 @@ HEADER = "torch_ext.h"
 LIGHT_NVCC = Path(__file__).with_name("light_nvcc.py")
 LIGHT_HEADERS = Path(__file__).with_name("light_headers")
 TENSOR_HEADERS = Path(__file__).with_name("tensor_headers")
-SHIMS = os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS)))  # tried in this order (light_nvcc.py)
+
+
+def shims(tensor_header: bool) -> str:
+    """The header folders `light_nvcc.py` tries, in this order: the tensor header first only where
+    asked (`EvalConfig.inline_tensor_header`), then <torch/types.h>."""
+    return os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS) if tensor_header else (LIGHT_HEADERS,)))
 KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
@@ -119,11 +124,12 @@ def building_in(folder: Path):
         yield
 
 
-def light_nvcc_command(real_nvcc: str, pch_root: Path | None = None) -> str:
+def light_nvcc_command(real_nvcc: str, pch_root: Path | None = None, tensor_header: bool = False) -> str:
     """The ninja file's `nvcc`: `light_nvcc.py` in front of the real one (shell words); with
-    `pch_root`, its final host compiles' precompiled headers live beside the host unit's."""
+    `pch_root`, its final host compiles' precompiled headers live beside the host unit's;
+    `tensor_header`: the tensor header is tried first (`shims`)."""
     pch = ["--pch", str(nvcc_pch_root(pch_root))] if pch_root is not None else []
-    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), *pch, SHIMS, real_nvcc])
+    return shlex.join([sys.executable, "-I", "-S", str(LIGHT_NVCC), *pch, shims(tensor_header), real_nvcc])
 
 
 def nvcc_pch_root(pch_root: Path) -> Path:
@@ -148,7 +154,8 @@ def _real_nvcc() -> str | None:
         return None
 
 
-def _hooked_writer(writer: Callable[..., Any], pch_root: Path | None, light: bool) -> Callable[..., Any]:
+def _hooked_writer(writer: Callable[..., Any], pch_root: Path | None, light: bool,
+                   tensor_header: bool = False) -> Callable[..., Any]:
     """torch's ninja-file writer, giving the host unit the precompiled header and the CUDA units
     `light_nvcc.py` (module docstring)."""
 
@@ -164,7 +171,7 @@ def _hooked_writer(writer: Callable[..., Any], pch_root: Path | None, light: boo
         real = _real_nvcc() if light and bound.arguments.get("with_cuda") else None
         if real is None or (previous is not None and str(LIGHT_NVCC) not in previous):
             return writer(*bound.args, **bound.kwargs)  # an earlier build here without it: kept
-        os.environ["PYTORCH_NVCC"] = light_nvcc_command(real, pch_root)  # read by the writer, for this call only
+        os.environ["PYTORCH_NVCC"] = light_nvcc_command(real, pch_root, tensor_header)  # read by the writer, for this call only
         try:
             return writer(*bound.args, **bound.kwargs)
         finally:
@@ -200,12 +207,13 @@ def _add_pch(bound: inspect.BoundArguments, root: Path, previous: str | None) ->
 
 
 def install(pch_root: str | os.PathLike[str] | None, builds_root: str | os.PathLike[str] | None,
-            light_headers: bool = False) -> None:
+            light_headers: bool = False, tensor_header: bool = False) -> None:
     """Hook torch's ninja-file writer and its `load_inline`/`load` for this process (the runner,
     before the candidate's code runs). `pch_root`: where precompiled headers live (None: none are
     used); `builds_root`: where `load_inline` calls without a build folder build (None: in torch's
     default folder, TORCH_EXTENSIONS_DIR/<name>); `light_headers`: CUDA units that include
-    torch/extension.h are compiled first with torch's tensor API in its place."""
+    torch/extension.h are compiled first with torch's tensor API in its place; `tensor_header`:
+    with the lighter tensor header before that."""
     import torch.utils.cpp_extension as ce
 
     if getattr(ce.load_inline, "_cuda_agent", False):
@@ -214,7 +222,8 @@ def install(pch_root: str | os.PathLike[str] | None, builds_root: str | os.PathL
     if (pch_root is not None or light_headers) and writer is not None and {
             "path", "cflags", "post_cflags", "with_cuda"} <= set(inspect.signature(writer).parameters):
         # (else a writer we do not know: build as torch does)
-        ce._write_ninja_file = _hooked_writer(writer, Path(pch_root) if pch_root else None, light_headers)
+        ce._write_ninja_file = _hooked_writer(writer, Path(pch_root) if pch_root else None, light_headers,
+                                             tensor_header)
     for name in ("load_inline", "load"):
         original = getattr(ce, name)
         signature = inspect.signature(original)

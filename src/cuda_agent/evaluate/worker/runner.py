@@ -91,7 +91,7 @@ class Runner:
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
                  touch: str, ipc_segments: bool = True, stream_check: bool = False,
                  pch_dir: str | None = None, inline_builds: str | None = None,
-                 light_headers: bool = False) -> dict[str, Any]:
+                 light_headers: bool = False, tensor_header: bool = False) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard, weights
@@ -113,7 +113,7 @@ class Runner:
 
             # its own load_inline builds: a precompiled torch/extension.h, a folder by their sources,
             # CUDA units through a light torch/extension.h first
-            inline_build.install(pch_dir, inline_builds, light_headers)
+            inline_build.install(pch_dir, inline_builds, light_headers, tensor_header)
         self.integrity = guard.Integrity()  # before any candidate code runs
         self.extension_claim = claim_extension_dir()
         if extension:
