@@ -19,7 +19,8 @@ hold none of its memory. Neighbours can still crowd each
 other out (a task not measured yet, a candidate that allocates more than the reference): an
 evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
 reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
-processes too), and that verdict stands.
+processes too), once the memory that finished evaluations' exiting processes still hold is back
+(the ledger), and that verdict stands.
 `evaluate()` of the package is the one-shot form of the same thing.
 """
 
@@ -207,8 +208,11 @@ class Evaluator(EvaluatorBase):
                     waited += time.monotonic() - t0
                     with self._lock:
                         self.reruns += 1
-                    res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu,
-                                      background_teardown=True).run()
+                    # alone in the gate, and alone in memory too: the task's need waits for what
+                    # evaluations that finished (the first try among them) still hold while their
+                    # processes exit
+                    res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
+                                     memory=(lambda: ledger.hold(need)) if ledger is not None else None).run()
                 lines = [line.strip() for line in short.message.splitlines() if line.strip()]
                 # what failed and, from a traceback, its exception (the last line)
                 head = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))[:500]
