@@ -158,10 +158,12 @@ def ninja_steps(root: Path) -> dict:
     how = {}
     if notes and notes[0]:  # light_nvcc.py's note: which compile made the CUDA unit; its final compile's header
         how["cuda_compile"] = notes[0][0]
-        why = [line for line in notes[0][1:] if not line.startswith("host header: ")]
+        why = []
         for line in notes[0][1:]:
             if line.startswith("host header: "):
                 how["host_header"] = line.partition(": ")[2]
+            else:
+                why.append(line)
         if why:  # why each lighter header did not compile it: its tier's name, then nvcc's errors
             how["cuda_why"] = "\n".join(why)[:1500]
     return {"steps_s": steps, "flags": flags, **how}

@@ -25,11 +25,12 @@ under an flock that the kernel releases when its holder dies; the holder first r
 lock that a killed build left (torch waits for that file without end).
 
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
-nvcc): first with at::Tensor and torch's factory functions in that header's place, then, where that
-does not compile, with torch's tensor API (<torch/types.h>: about 2.5 times faster through nvcc than
-the full header), then as written (that module's docstring); either compile runs nvcc's
-host and device front ends side by side (`nvcc_stages.py`), and with precompiled headers on, nvcc's
-final host compile reads the unit's headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
+nvcc): first, where asked (`EvalConfig.inline_tensor_header`), with at::Tensor and torch's factory
+functions in that header's place; then, or where that does not compile, with torch's tensor API
+(<torch/types.h>: about 2.5 times faster through nvcc than the full header); then as written (that
+module's docstring). Each compile runs nvcc's host and device front ends side by side
+(`nvcc_stages.py`), and with precompiled headers on, nvcc's final host compile reads the unit's
+headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
 
 The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
 rebuilds a header inside torch's install, and which every call without it deletes) is not used.
@@ -56,12 +57,6 @@ HEADER = "torch_ext.h"
 LIGHT_NVCC = Path(__file__).with_name("light_nvcc.py")
 LIGHT_HEADERS = Path(__file__).with_name("light_headers")
 TENSOR_HEADERS = Path(__file__).with_name("tensor_headers")
-
-
-def shims(tensor_header: bool) -> str:
-    """The header folders `light_nvcc.py` tries, in this order: the tensor header first only where
-    asked (`EvalConfig.inline_tensor_header`), then <torch/types.h>."""
-    return os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS) if tensor_header else (LIGHT_HEADERS,)))
 KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
@@ -122,6 +117,12 @@ def building_in(folder: Path):
         with contextlib.suppress(FileNotFoundError):
             os.remove(folder / "lock")
         yield
+
+
+def shims(tensor_header: bool) -> str:
+    """The header folders `light_nvcc.py` tries, in this order: the tensor header first only where
+    asked (`EvalConfig.inline_tensor_header`), then <torch/types.h>."""
+    return os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS) if tensor_header else (LIGHT_HEADERS,)))
 
 
 def light_nvcc_command(real_nvcc: str, pch_root: Path | None = None, tensor_header: bool = False) -> str:

@@ -10,7 +10,7 @@ tensor API alone (<torch/types.h>, which torch/extension.h includes too).
 
 So a unit whose source includes <torch/extension.h> is compiled first with `-I SHIM` ahead of every
 other include folder, for each folder SHIM of SHIM_DIRS (`os.pathsep`-separated) in turn, until one
-compiles: `tensor_headers` (at::Tensor, its methods and torch's factory functions, without ATen's
+compiles: `tensor_headers` where the evaluator names it (at::Tensor, its methods and torch's factory functions, without ATen's
 other operators: on the 2-core machine a unit's nvcc takes 9.0 CPU-s with it against 13.6 with
 <torch/types.h>), then `light_headers` (<torch/types.h>). A folder with a `CALLS` file is skipped
 for a unit that calls a torch function qualified (`torch::matmul(`) that the file does not list:

@@ -52,8 +52,8 @@ MIN_PREFIX_BYTES = 4 << 20  # below this the header's loading costs about what i
 KEEP = 8  # headers kept (about 0.3 GB each with the tensor header, 0.4 GB with torch/types.h), the
 # least recently used removed first: of the corpus's 700 CUDA sources, the 478 whose includes
 # preprocess on the 2-core machine (it lacks cuBLAS's headers) make 6 distinct prefixes with
-# torch/types.h, the three most common 99% of them; most units now compile with the tensor header
-# (light_nvcc.py) and about one in ten with torch/types.h, so both sets of prefixes recur
+# torch/types.h, the three most common 99% of them; with the tensor header on (light_nvcc.py), most
+# units compile with it and about one in ten with torch/types.h, so both sets of prefixes recur
 SEEN_KEPT = 256  # markers of prefixes seen once
 BUILD_TIMEOUT_S = 300.0
 FAILED_WAIT_S = 3600.0  # a header whose build failed is not tried again for this long
