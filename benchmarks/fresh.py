@@ -232,6 +232,8 @@ def step_parallel(cfg, stage: Path, tmp: Path, n: int, jobs: int, log: Log) -> N
                          # latency), without the batch's filling and draining
                          "steady_per_minute": round(60 * jobs / statistics.mean(lat), 2),
                          "pool_warm_up_s": round(warm_s, 1), "pool_warm": warm,
+                         # workers warm and cold, second tries alone, times the pool was emptied for a task
+                         "evaluator": {**ev.stats(), "reruns": ev.reruns},
                          # the machine's CPU time over the run, per candidate, and the throughput that
                          # would keep every core busy with nothing else: the CPU's floor
                          "cpu_s_per_candidate": round(cpu / n, 1), "cores": cores,

@@ -65,7 +65,7 @@ def test_submit_and_aevaluate_give_verdicts_and_a_closed_evaluator_refuses_work(
         assert fut.result(timeout=120).reward == 1
         assert got.reward == -1
         assert ev.stats() == {"workers": 0, "warm": 0, "cold": 0, "forked": 0,
-                              "judges_reused": 0}  # warm=0: no pool at all
+                              "judges_reused": 0, "pools_emptied": 0}  # warm=0: no pool at all
     with pytest.raises(RuntimeError, match="closed"):
         ev.submit(task, c["right"])
 
@@ -502,6 +502,49 @@ def test_the_second_try_alone_waits_for_memory_still_held_by_finished_evaluation
         [out] = ev.map([(types.SimpleNamespace(source="class Model: pass\n"), "c")])
     assert out.correct and ev.reruns == 1
     assert started[1] is True  # 6 + 5 GiB did not fit in 10: it waited for the teardown's memory
+
+
+def test_a_task_beyond_the_memory_budget_runs_with_the_warm_pool_emptied(tmp_path, monkeypatch):
+    """The budget is what the GPU has beside the warm pool's processes (each a CUDA context): a task
+    that needs more runs with the idle spares and kept judges closed, their processes gone, and
+    none started or kept until it ends; then the pool fills again. A task within the budget leaves
+    the pool alone."""
+    from cuda_agent.evaluate import evaluator as ev_mod
+    from cuda_agent.evaluate import memory
+    from cuda_agent.evaluate.locks import MemoryLedger
+    from cuda_agent.evaluate.result import EvalResult
+
+    gib = 1 << 30
+    seen = []
+
+    class Fake:
+        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False, memory=None):
+            self.pool, self.memory = pool, memory
+
+        def run(self):
+            before = list(self.pool.spares)
+            with self.memory():
+                self.pool.fill()  # (a take's replacement: none starts meanwhile)
+                seen.append({"spares": len(self.pool.spares), "gone": all(w.proc.poll() is not None for w in before),
+                             "keeps_judge": self.pool.give_back(types.SimpleNamespace())})
+            self.pool.judges.clear()
+            res = EvalResult(task="t", candidate="c")
+            res.correct = True
+            return res
+
+    monkeypatch.setattr(ev_mod, "Evaluation", Fake)
+    task = types.SimpleNamespace(source="class Model: pass\n")
+    with Evaluator(_cfg(tmp_path), jobs=1, warm=2) as ev:
+        ev._ledgers[None] = MemoryLedger(tmp_path / "ledger.json", 10 * gib)
+        pool = ev.pool()
+        for need in (12, 5):
+            assert ev.wait_warm(120)
+            monkeypatch.setattr(memory, "need", lambda *a, n=need, **k: n * gib)
+            assert ev.evaluate(task, "c").correct
+        assert ev.wait_warm(120) and len(pool.spares) == 2  # filled again
+    assert seen[0] == {"spares": 0, "gone": True, "keeps_judge": False}
+    assert seen[1] == {"spares": 2, "gone": False, "keeps_judge": True}
+    assert pool.leaned == 1 and ev.stats()["pools_emptied"] == 1
 
 
 def test_teardown_in_the_background_keeps_the_whole_output_and_reaps_the_processes(tmp_path):

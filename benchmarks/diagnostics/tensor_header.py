@@ -3,7 +3,8 @@
     python benchmarks/diagnostics/light_headers.py stage                   # once: corpus sources to .light/
     python benchmarks/diagnostics/tensor_header.py --n 80 --json out.json  # here (nvcc; no GPU needed)
 
-For a seeded sample of the staged CUDA sources, nvcc's host front end (`nvcc --cuda`: preprocessing
+For a seeded sample of the staged CUDA sources, each as `load_inline` writes it (torch's
+<torch/types.h>, cuda.h and cuda_runtime.h included first), nvcc's host front end (`nvcc --cuda`: preprocessing
 and cudafe++) runs with each of the evaluator's light headers first on the include path
 (`tensor_headers`, then `light_headers`: worker/light_nvcc.py), timed. For each unit that compiles
 with both, two checks that the lighter header changed nothing of what the unit does:
@@ -45,6 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "src" / "cuda_agent" / "evaluate" / "worker"
 HEADERS = {"tensor": WORKER / "tensor_headers", "light": WORKER / "light_headers"}
+# What cpp_extension.load_inline writes ahead of every CUDA source (its `no_implicit_headers` off)
+LOAD_INLINE_PREFIX = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 NEEDS_CUDA_LIBRARIES = re.compile(r"cublas|cusparse|CUDAContext|CUDAGuard|c10/cuda|ATen/cuda")
 
 
@@ -142,8 +145,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="tensor-header-"))
     done = 0
 
-    def one(src: Path) -> dict:
+    def one(staged: Path) -> dict:
         nonlocal done
+        src = work / staged.name  # the unit as load_inline writes it
+        src.write_text(LOAD_INLINE_PREFIX + staged.read_text())
         row = {"name": src.stem, **{h: front_end(src, h, work, base) for h in HEADERS}}
         if row["tensor"]["ok"] and row["light"]["ok"]:
             row.update(same_meaning(src, work, base))

@@ -15,7 +15,8 @@ beside. An evaluation is admitted to a GPU only when the memory its task needs (
 from the task's first evaluation) fits beside what the evaluations running there were promised, in
 every process sharing the cache directory (`locks.MemoryLedger`); it waits for that once its
 candidate is built and loaded (`Evaluation`'s `memory`), so builds never wait for the GPU and
-hold none of its memory. Neighbours can still crowd each
+hold none of its memory. A task that needs more than the GPU has beside the warm pool runs with
+nothing else admitted and the pool's idle workers closed (`WarmPool.lean`). Neighbours can still crowd each
 other out (a task not measured yet, a candidate that allocates more than the reference): an
 evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
 reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
@@ -162,13 +163,14 @@ class Evaluator(EvaluatorBase):
         return all(p.wait_warm(max(end - time.monotonic(), 0.0)) for p in self._pools.values() if p is not None)
 
     def stats(self) -> dict[str, int]:
-        """Workers handed out warm and started cold, spares forked from a zygote, and judges kept
-        from an earlier evaluation, over all GPUs."""
+        """Workers handed out warm and started cold, spares forked from a zygote, judges kept from
+        an earlier evaluation, and times a pool was emptied for a task beyond the memory budget
+        (`WarmPool.lean`), over all GPUs."""
         pools = [p for p in self._pools.values() if p is not None]
         taken = sum(p.taken for p in pools)
         cold = sum(p.cold for p in pools)
         return {"workers": taken, "warm": taken - cold, "cold": cold, "forked": sum(p.forked for p in pools),
-                "judges_reused": sum(p.reused for p in pools)}
+                "judges_reused": sum(p.reused for p in pools), "pools_emptied": sum(p.leaned for p in pools)}
 
     def close(self) -> None:
         self._closed = True
@@ -179,6 +181,20 @@ class Evaluator(EvaluatorBase):
                 pool.close()
 
     # -- internals --
+    @contextlib.contextmanager
+    def _memory(self, gpu: str | None, need: int):
+        """The task's `need` of GPU `gpu`'s memory, promised in its ledger for the evaluation's device
+        work. A need beyond the ledger's budget (what the GPU has beside the warm pool and the
+        evaluations building) is let in only with nothing else promised, and the pool's idle spares
+        and kept judges are closed for its length (`WarmPool.lean`): their memory is what it lacks."""
+        ledger, pool = self._ledgers[gpu], self._pools[gpu]
+        if ledger is None:
+            yield
+            return
+        with ledger.hold(need), (pool.lean() if pool is not None and need > ledger.budget
+                                 else contextlib.nullcontext()):
+            yield
+
     def _run(self, task: Task, candidate: Candidate, config: EvalConfig | None) -> EvalResult:
         cfg = dataclasses.replace(config or self.config, device=self.device)
         with self._lock:
@@ -192,7 +208,7 @@ class Evaluator(EvaluatorBase):
         def admit():
             """The GPU for the evaluation's device work: a share of the gate (so a second try alone
             waits only for the evaluations on the GPU, not for builds), then the task's memory."""
-            with gate.shared(), (ledger.hold(need) if ledger is not None else contextlib.nullcontext()):
+            with gate.shared(), self._memory(gpu, need):
                 yield
 
         try:
@@ -212,7 +228,7 @@ class Evaluator(EvaluatorBase):
                     # evaluations that finished (the first try among them) still hold while their
                     # processes exit
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
-                                     memory=(lambda: ledger.hold(need)) if ledger is not None else None).run()
+                                     memory=(lambda: self._memory(gpu, need)) if ledger is not None else None).run()
                 lines = [line.strip() for line in short.message.splitlines() if line.strip()]
                 # what failed and, from a traceback, its exception (the last line)
                 head = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))[:500]

@@ -3,6 +3,7 @@ an interpreter to import torch."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.evaluate.locks import DeviceLock
-from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env
+from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
 from cuda_agent.evaluate.zygote import Zygote
 
 
@@ -53,11 +54,14 @@ class WarmPool:
         if cpus:
             flags += ["--cpus", ",".join(map(str, sorted(cpus)))]
         self.flags = tuple(flags)
+        self.device_lock = lock
         self.dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-spare-{os.getpid()}-"))
         self.lock = threading.Lock()
         self.spares: list[Worker] = []
         self.judges: list[Worker] = []  # judges of finished evaluations, kept for the next (give_back)
         self.closed = False
+        self._lean = 0  # evaluations that asked for the pool's device memory (`lean`)
+        self.leaned = 0  # times the pool gave up its spares and kept judges for one (`lean`)
         self.taken = self.cold = self.forked = self.reused = 0
         self.zygote = Zygote(self.env, self.dir) if zygote and size > 0 else None
         self._zygote_by = time.monotonic() + self.ZYGOTE_WAIT_S
@@ -93,6 +97,8 @@ class WarmPool:
         if self._zygote_starting():
             return
         with self.lock:
+            if self._lean:
+                return
             for guard, want in ((True, self.size - self.size // 2), (False, self.size // 2)):
                 while not self.closed and sum(w.guard_warm is guard for w in self.spares) < want:
                     self.spares.append(self.spawn(guard))
@@ -150,10 +156,31 @@ class WarmPool:
         caller closes it). Each kept judge holds a CUDA context and what torch caches of device
         memory, so at most half the pool's size are kept."""
         with self.lock:
-            if self.closed or len(self.judges) >= max(self.size // 2, 1):
+            if self.closed or self._lean or len(self.judges) >= max(self.size // 2, 1):
                 return False
             self.judges.append(judge)
             return True
+
+    @contextlib.contextmanager
+    def lean(self):
+        """For an evaluation that needs more device memory than the GPU has beside the pool (on an
+        80 GB GPU, a task of 35-49 GB beside 34 spares): the spares and kept judges that are idle
+        are closed, their processes gone (each holds a CUDA context, a kept judge also torch's
+        cached memory), and none start or are kept until the last such evaluation ends; meanwhile
+        an evaluation's workers start cold. Then the pool fills again."""
+        with self.lock:
+            self._lean += 1
+            idle, self.spares, self.judges = self.spares + self.judges, [], []
+            if self._lean == 1:
+                self.leaned += 1
+        try:
+            if idle:
+                close_all(idle, self.device_lock).join()  # (not during a timing)
+            yield
+        finally:
+            with self.lock:
+                self._lean -= 1
+            self.fill()
 
     def close(self) -> None:
         with self.lock:

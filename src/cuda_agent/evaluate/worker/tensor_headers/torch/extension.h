@@ -24,8 +24,8 @@
 #undef CUDA_AGENT_PER_OPERATOR_HEADERS
 #endif
 
-// The names <torch/types.h> adds to namespace torch. (A unit that also includes <torch/types.h>
-// defines them twice, fails to compile here, and is compiled with the next header.)
+// The names <torch/types.h> adds to namespace torch. (In this compile <torch/types.h>, which
+// `load_inline` puts first in every CUDA source, is this folder's: this header again.)
 namespace torch {
 using namespace at;
 #if !defined(FBCODE_CAFFE2) && !defined(C10_NODEPRECATED)
