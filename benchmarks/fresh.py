@@ -724,11 +724,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.exit(f"fresh.py: {args.stage}/index.json missing: run `python benchmarks/fresh.py stage` first")
     cfg = EvalConfig(device=resolve_device(args.device), policy="kernelbench",
                      cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="fresh-cache-")),
-                     inline_tensor_header=args.tensor_header)
+                     **({} if args.tensor_header is None else {"inline_tensor_header": args.tensor_header}))
     log = Log(args.json)
     tmp = Path(tempfile.mkdtemp(prefix="fresh-"))
     log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
-                       "jobs": args.jobs, "alone": args.alone, "tensor_header": args.tensor_header})
+                       "jobs": args.jobs, "alone": args.alone, "tensor_header": cfg.inline_tensor_header})
     if {"alone", "parallel", "memory"} & set(steps):
         baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
                                                           args.n if "parallel" in steps else 0,
@@ -780,8 +780,8 @@ def main() -> int:
     r.add_argument("--jobs", type=int, default=8, help="at a time (default 8)")
     r.add_argument("--repeat", type=int, default=3, help="runs of each service command after the warm-up (default 3)")
     r.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh one")
-    r.add_argument("--tensor-header", action="store_true",
-                   help="CUDA units try the tensor header first (EvalConfig.inline_tensor_header; off by default)")
+    r.add_argument("--tensor-header", action=argparse.BooleanOptionalAction, default=None,
+                   help="CUDA units try the tensor header first (EvalConfig.inline_tensor_header; default: its default, on)")
     r.add_argument("--json", type=Path, default=None, help="write every figure here as it is measured")
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="one table from the --json files of several runs (a later file's steps win)")

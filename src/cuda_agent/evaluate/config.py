@@ -101,12 +101,12 @@ class EvalConfig:
     """Candidates' own CUDA units that include torch/extension.h are compiled first with torch's
     tensor API (torch/types.h) in that header's place, and again as written where that does not
     compile (worker/light_nvcc.py): nvcc then parses a fraction of libtorch instead of all of it."""
-    inline_tensor_header: bool = False
+    inline_tensor_header: bool = True
     """With `inline_light_headers`: try a lighter header still first (worker/tensor_headers: at::Tensor,
-    options, dispatch and torch's factories, a third less nvcc CPU time per unit on the 2-core
-    machine, the same code on the corpus units checked). Off until its GPU tests pass on the GPU
-    machine: there (H100, torch 2.11, CUDA 13, 2026-12-05) a corpus unit that compiles with it here
-    fell back to torch/types.h, its failed attempt costing about 10 s."""
+    options, dispatch and torch's factories; nvcc's front end about 8 s per unit against 12 s with
+    torch/types.h on the 2-core machine, a CUDA unit 15.5 s against 26.6 s on an H100 machine; the
+    same code on the corpus units checked, instruction by instruction). Off: units go to
+    torch/types.h first."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
     stream when forward returns (`stream_race` otherwise; worker/runner.py, `StreamCheck`). A kernel that leaves

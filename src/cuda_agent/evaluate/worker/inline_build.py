@@ -25,7 +25,7 @@ under an flock that the kernel releases when its holder dies; the holder first r
 lock that a killed build left (torch waits for that file without end).
 
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
-nvcc): first, where asked (`EvalConfig.inline_tensor_header`), with at::Tensor and torch's factory
+nvcc): first (unless `EvalConfig.inline_tensor_header` is off) with at::Tensor and torch's factory
 functions in that header's place; then, or where that does not compile, with torch's tensor API
 (<torch/types.h>: about 2.5 times faster through nvcc than the full header); then as written (that
 module's docstring). Each compile runs nvcc's host and device front ends side by side
@@ -120,8 +120,8 @@ def building_in(folder: Path):
 
 
 def shims(tensor_header: bool) -> str:
-    """The header folders `light_nvcc.py` tries, in this order: the tensor header first only where
-    asked (`EvalConfig.inline_tensor_header`), then <torch/types.h>."""
+    """The header folders `light_nvcc.py` tries, in this order: the tensor header first where asked
+    (`EvalConfig.inline_tensor_header`, on by default), then <torch/types.h>."""
     return os.pathsep.join(map(str, (TENSOR_HEADERS, LIGHT_HEADERS) if tensor_header else (LIGHT_HEADERS,)))
 
 
