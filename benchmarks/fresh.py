@@ -130,9 +130,13 @@ def candidates(stage: Path, n: int, tmp: Path):
 
 
 def verdict(res) -> dict:
+    """A row's verdict: its reasons' codes, and the messages of notes and of failures (`Reason.gist`),
+    so that a batch's failures can be told apart afterwards."""
     notes = [f"{r.code.value}: {r.message.strip()[:400]}" for r in res.reasons if not r.is_failure]
+    why = [f"{r.code.value}: {r.gist(400)}" for r in res.failures]
     return {"correct": res.correct, "reward": res.reward, "reasons": [r.code.value for r in res.failures],
-            "phases_s": res.phases_s, "total_s": res.phases_s.get("total"), **({"notes": notes} if notes else {})}
+            "phases_s": res.phases_s, "total_s": res.phases_s.get("total"), **({"notes": notes} if notes else {}),
+            **({"failures": why} if why else {})}
 
 
 def ninja_steps(root: Path) -> dict:

@@ -229,11 +229,8 @@ class Evaluator(EvaluatorBase):
                     # processes exit
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
                                      memory=(lambda: self._memory(gpu, need)) if ledger is not None else None).run()
-                lines = [line.strip() for line in short.message.splitlines() if line.strip()]
-                # what failed and, from a traceback, its exception (the last line)
-                head = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))[:500]
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
-                                            f"{short.code.value}: {head}; this verdict is the second try, alone")
+                                            f"{short.code.value}: {short.gist()}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)
             # A second try's wait for the GPU to itself: not in "total" (a first try's wait for the
             # GPU and its memory is in it, as the phase "memory_admission").

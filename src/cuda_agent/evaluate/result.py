@@ -123,6 +123,11 @@ class Reason:
     def is_failure(self) -> bool:
         return self.kind is not Kind.INFO
 
+    def gist(self, limit: int = 500) -> str:
+        """The message in a line: its first line and, from a traceback, the exception (its last)."""
+        lines = [line.strip() for line in self.message.splitlines() if line.strip()]
+        return " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))[:limit]
+
     def to_json(self) -> dict[str, str]:
         return {"code": self.code.value, "kind": self.kind.value, "message": self.message}
 
