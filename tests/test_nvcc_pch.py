@@ -193,7 +193,7 @@ GPU_BUILD = r"""
 import json, sys
 from pathlib import Path
 from cuda_agent.evaluate.worker import inline_build
-inline_build.install(sys.argv[1] + "/pch", sys.argv[1] + "/builds", light_headers=True)
+inline_build.install(sys.argv[1] + "/pch", sys.argv[1] + "/builds", light_headers=True, tensor_header=True)  # as by default
 from torch.utils.cpp_extension import load_inline
 import torch
 body = '''
@@ -236,9 +236,9 @@ def test_extensions_built_with_the_header_run_their_kernels_and_device_variables
     out = subprocess.run([sys.executable, "-c", GPU_BUILD, str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     first, second, third = json.loads(out.stdout.strip().splitlines()[-1])
-    assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["light"]}
-    assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["light", "host header: built"]}
-    assert third == {"out": [3.125, 4.125, 5.125, 6.125], "how": ["light", "host header: used"]}
+    assert first == {"out": [1.5, 2.5, 3.5, 4.5], "how": ["tensor"]}
+    assert second == {"out": [2.25, 3.25, 4.25, 5.25], "how": ["tensor", "host header: built"]}
+    assert third == {"out": [3.125, 4.125, 5.125, 6.125], "how": ["tensor", "host header: used"]}
 
 
 def test_a_header_whose_build_failed_is_not_tried_again_at_once(tmp_path):
