@@ -685,6 +685,81 @@ def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path)
     assert ledger.promised() == 0
 
 
+def test_memory_ledger_admits_no_later_job_ahead_of_a_queued_job_larger_than_the_budget(tmp_path):
+    """A job larger than the budget that waits is queued: a smaller job that began to wait after it
+    is not admitted before it, though it would fit beside what is promised (else a stream of small
+    jobs keeps the large one waiting for a moment with nothing promised). A queued job of a process
+    that is gone blocks nothing."""
+    from cuda_agent.evaluate.locks import MemoryLedger
+
+    ledger = MemoryLedger(tmp_path / "memory.json", budget=100)
+    events, guard = [], threading.Lock()
+
+    def job(name: str, need: int, hold_s: float) -> None:
+        with ledger.hold(need):
+            with guard:
+                events.append(("in", name, ledger.promised()))
+            time.sleep(hold_s)
+            with guard:
+                events.append(("out", name, None))
+
+    threads = [threading.Thread(target=job, args=a) for a in (("a", 60, 0.8), ("huge", 250, 0.3), ("c", 30, 0.1))]
+    for t in threads:
+        t.start()
+        time.sleep(0.15)
+    for t in threads:
+        t.join(30)
+    order = [(e, n) for e, n, _ in events]
+    assert order == [("in", "a"), ("out", "a"), ("in", "huge"), ("out", "huge"), ("in", "c"), ("out", "c")], events
+    assert dict((n, p) for e, n, p in events if e == "in") == {"a": 60, "huge": 250, "c": 30}
+    assert json.loads((tmp_path / "memory.json").read_text()) == {}  # nothing left queued or promised
+    (tmp_path / "memory.json").write_text(json.dumps({f"{MemoryLedger.WAITING}{1:020d}|999999999:1:1:1": 250}))
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (ledger.hold(30).__enter__(), done.set()), daemon=True)
+    t.start()
+    assert done.wait(5), "a queued job whose process is gone kept a smaller one waiting"
+
+
+def test_tasks_beyond_the_memory_budget_queued_together_empty_the_pool_once(tmp_path, monkeypatch):
+    """Evaluations larger than the budget run one at a time; the pool is emptied when the first
+    begins to wait and stays empty until the last ends (not emptied and filled again for each)."""
+    from cuda_agent.evaluate import evaluator as ev_mod
+    from cuda_agent.evaluate import memory
+    from cuda_agent.evaluate.locks import MemoryLedger
+    from cuda_agent.evaluate.result import EvalResult
+
+    gib = 1 << 30
+    inside, most, guard = [0], [0], threading.Lock()
+
+    class Fake:
+        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False, memory=None):
+            self.pool, self.memory = pool, memory
+
+        def run(self):
+            with self.memory():
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                time.sleep(0.4)
+                with guard:
+                    inside[0] -= 1
+            res = EvalResult(task="t", candidate="c")
+            res.correct = True
+            return res
+
+    monkeypatch.setattr(ev_mod, "Evaluation", Fake)
+    monkeypatch.setattr(memory, "need", lambda *a, **k: 12 * gib)
+    task = types.SimpleNamespace(source="class Model: pass\n")
+    with Evaluator(_cfg(tmp_path), jobs=3, warm=2) as ev:
+        ev._ledgers[None] = MemoryLedger(tmp_path / "ledger.json", 10 * gib)
+        assert ev.wait_warm(120)
+        out = ev.map([(task, "c")] * 3)
+        assert all(r.correct for r in out)
+        assert ev.wait_warm(120) and len(ev.pool().spares) == 2  # filled again after the last
+    assert most[0] == 1  # one at a time
+    assert ev.stats()["pools_emptied"] == 1
+
+
 def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded(tmp_path):
     """The memory admission is entered after the candidate's load (its build), before the reference
     first runs on inputs, and left when the evaluation ends; a candidate that fails to load never

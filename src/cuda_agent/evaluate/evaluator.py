@@ -186,13 +186,15 @@ class Evaluator(EvaluatorBase):
         """The task's `need` of GPU `gpu`'s memory, promised in its ledger for the evaluation's device
         work. A need beyond the ledger's budget (what the GPU has beside the warm pool and the
         evaluations building) is let in only with nothing else promised, and the pool's idle spares
-        and kept judges are closed for its length (`WarmPool.lean`): their memory is what it lacks."""
+        and kept judges are closed (`WarmPool.lean`): their memory is what it lacks. They are
+        closed from when it begins to wait, so that their exits overlap the wait, and the pool
+        stays empty across such evaluations queued one after another."""
         ledger, pool = self._ledgers[gpu], self._pools[gpu]
         if ledger is None:
             yield
             return
-        with ledger.hold(need), (pool.lean() if pool is not None and need > ledger.budget
-                                 else contextlib.nullcontext()):
+        with (pool.lean() if pool is not None and need > ledger.budget else contextlib.nullcontext()), \
+                ledger.hold(need):
             yield
 
     def _run(self, task: Task, candidate: Candidate, config: EvalConfig | None) -> EvalResult:
