@@ -732,8 +732,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     log = Log(args.json)
     tmp = Path(tempfile.mkdtemp(prefix="fresh-"))
     log.put("config", {"device": cfg.device, "cache_dir": str(cfg.cache_dir), "steps": steps, "n": args.n,
-                       "jobs": args.jobs, "alone": args.alone, "tensor_header": cfg.inline_tensor_header})
-    if {"alone", "parallel", "memory"} & set(steps):
+                       "jobs": args.jobs, "alone": args.alone, "tensor_header": cfg.inline_tensor_header,
+                       "warm_up": args.warm_up})
+    if {"alone", "parallel", "memory"} & set(steps) and args.warm_up:
         baselines_first(cfg, args.stage, args.jobs, max(args.alone if "alone" in steps else 0,
                                                           args.n if "parallel" in steps else 0,
                                                           10**6 if "memory" in steps else 0), log)
@@ -786,6 +787,10 @@ def main() -> int:
     r.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh one")
     r.add_argument("--tensor-header", action=argparse.BooleanOptionalAction, default=None,
                    help="CUDA units try the tensor header first (EvalConfig.inline_tensor_header; default: its default, on)")
+    r.add_argument("--warm-up", action=argparse.BooleanOptionalAction, default=True,
+                   help="check the tasks' baselines and build the precompiled headers before the steps (default); "
+                        "--no-warm-up leaves both to the steps' own evaluations, for a short device call "
+                        "whose cache was unpacked from .fresh/cache.tgz")
     r.add_argument("--json", type=Path, default=None, help="write every figure here as it is measured")
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="one table from the --json files of several runs (a later file's steps win)")

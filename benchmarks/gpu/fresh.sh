@@ -7,7 +7,7 @@
 # Stage the candidates first, on the development machine: `python benchmarks/fresh.py stage`.
 # STEPS: `tests` (nvcc's stages and final-compile header against nvcc, and the GPU tests of the
 # CUDA build path; TESTS picks the files), and any of fresh.py's steps (alone, parallel, kernelbench, service, memory), run in one
-# fresh.py process. N, JOBS, ALONE pass to fresh.py (TENSOR_HEADER=0: --no-tensor-header); TESTS_LIMIT (default 240) and FRESH_LIMIT
+# fresh.py process. N, JOBS, ALONE pass to fresh.py (TENSOR_HEADER=0: --no-tensor-header; WARM_UP=0: --no-warm-up); TESTS_LIMIT (default 240) and FRESH_LIMIT
 # (default 560 less what the tests took) bound them. The task baselines are measured first when
 # they are not in the cache (115-180 s on a fresh machine); the cache is $PWD/.cache/fresh, kept on
 # a warm machine between calls; its baselines and memory records are packed into
@@ -37,7 +37,7 @@ if (( ${#fresh[@]} )); then
     t0=$(date +%s)
     timeout "$left" python3 benchmarks/fresh.py run --device cuda --steps "$(IFS=,; echo "${fresh[*]}")" \
         --alone "${ALONE:-3}" --n "${N:-32}" --jobs "${JOBS:-16}" --cache-dir "$CACHE" \
-        $([[ ${TENSOR_HEADER:-} == 0 ]] && echo --no-tensor-header) --json "$OUT/fresh.json" > "$OUT/fresh.log" 2>&1
+        $([[ ${TENSOR_HEADER:-} == 0 ]] && echo --no-tensor-header) $([[ ${WARM_UP:-} == 0 ]] && echo --no-warm-up) --json "$OUT/fresh.json" > "$OUT/fresh.log" 2>&1
     echo "fresh.py (${fresh[*]}): rc $? in $(( $(date +%s) - t0 )) s (limit $left s)"
     tar czf "$OUT/fresh-cache.tgz" -C "$CACHE" baselines memory 2>/dev/null
     grep -v "^\[" "$OUT/fresh.log" | tail -40
