@@ -720,6 +720,32 @@ def test_memory_ledger_admits_no_later_job_ahead_of_a_queued_job_larger_than_the
     assert done.wait(5), "a queued job whose process is gone kept a smaller one waiting"
 
 
+def test_memory_ledger_queues_a_job_that_has_waited_and_lets_no_later_one_pass_it(tmp_path, monkeypatch):
+    """A job within the budget that has waited `QUEUE_AFTER_S` is queued too: a job that began to
+    wait after it is not admitted first, though it would fit beside what is promised."""
+    from cuda_agent.evaluate.locks import MemoryLedger
+
+    monkeypatch.setattr(MemoryLedger, "QUEUE_AFTER_S", 0.3)
+    ledger = MemoryLedger(tmp_path / "memory.json", budget=100)
+    events, guard = [], threading.Lock()
+
+    def job(name: str, need: int, hold_s: float) -> None:
+        with ledger.hold(need):
+            with guard:
+                events.append(("in", name))
+            time.sleep(hold_s)
+            with guard:
+                events.append(("out", name))
+
+    threads = [threading.Thread(target=job, args=a) for a in (("a", 60, 1.2), ("b", 60, 0.3), ("c", 30, 0.1))]
+    for t, start_after in zip(threads, (0.1, 0.6, 0)):
+        t.start()
+        time.sleep(start_after)  # b began to wait at 0.1 s and is queued at 0.4 s; c begins at 0.7 s
+    for t in threads:
+        t.join(30)
+    assert events.index(("in", "c")) > events.index(("in", "b")) > events.index(("out", "a")), events
+
+
 def test_tasks_beyond_the_memory_budget_queued_together_empty_the_pool_once(tmp_path, monkeypatch):
     """Evaluations larger than the budget run one at a time; the pool is emptied when the first
     begins to wait and stays empty until the last ends (not emptied and filled again for each)."""
