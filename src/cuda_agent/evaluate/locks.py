@@ -196,9 +196,9 @@ class MemoryLedger:
     before them ends, instead of each waiting for a moment when a stream of smaller ones leaves
     nothing promised (on an 80 GB GPU, up to 210 s for a 57 GB task). Replayed on that batch's
     measured phases (`benchmarks/diagnostics/admission_replay.py`), this keeps the throughput of
-    admitting whatever fits and cuts the largest tasks' median wait from about 50 s to 10-16 s;
-    queueing jobs in the order they began to wait instead, smaller ones too, cost a quarter of
-    the throughput there (each large job between two small ones empties the GPU)."""
+    admitting whatever fits (a little more) and cuts the largest tasks' median wait from about
+    70 s to 16 s; queueing jobs in the order they began to wait instead, smaller ones too, cost a
+    fifth of the throughput there (each large job between two small ones empties the GPU)."""
 
     POLL_S = 0.1
     WAITING = "waiting|"  # key prefix of a queued job: WAITING + ns + "|" + holder
