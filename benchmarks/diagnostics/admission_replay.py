@@ -39,13 +39,10 @@ closed and started again around each large task (and the cold workers meanwhile)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,9 +50,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.evaluate import memory  # noqa: E402
-from cuda_agent.evaluate.locks import MemoryLedger  # noqa: E402
-from cuda_agent.tasks import load_task  # noqa: E402
+from cuda_agent.evaluate import memory
+from cuda_agent.evaluate.locks import MemoryLedger
+from cuda_agent.tasks import load_task
 
 PRE = ("policy", "workers", "reference_setup", "load")
 DEVICE = ("weights", "correctness", "timing_lock_wait", "timing")
@@ -66,22 +63,8 @@ class GreedyLedger(MemoryLedger):
     """The ledger without its queue: a job is admitted whenever it fits, one larger than the budget
     whenever nothing is promised."""
 
-    @contextlib.contextmanager
-    def hold(self, need: int):
-        me = f"{os.getpid()}::{threading.get_ident()}:{time.monotonic_ns()}"
-
-        def admit(held):
-            if held and sum(held.values()) + need > self.budget:
-                return False
-            held[me] = need
-            return True
-
-        while not self._update(admit):
-            time.sleep(self.POLL_S)
-        try:
-            yield
-        finally:
-            self._update(lambda held: held.pop(me, None) is not None)
+    def _verdict(self, need, promised, waiting, queued, since_ns):
+        return "admit" if promised + need <= self.budget or not promised else "wait"
 
 
 class ArrivalLedger(MemoryLedger):
@@ -91,36 +74,11 @@ class ArrivalLedger(MemoryLedger):
 
     queue_after_s = 2.0
 
-    @contextlib.contextmanager
-    def hold(self, need: int):
-        since = time.time_ns()
-        me = f"{os.getpid()}::{threading.get_ident()}:{time.monotonic_ns()}"
-        queued = f"{self.WAITING}{since:020d}|{me}"
-        admitted = False
-
-        def admit(held):
-            nonlocal admitted
-            ahead = any(k < queued for k in held if k.startswith(self.WAITING))
-            promised = sum(v for k, v in held.items() if not k.startswith(self.WAITING))
-            if not ahead and (promised + need <= self.budget or not promised):
-                held.pop(queued, None)
-                held[me] = need
-                admitted = True
-                return True
-            if queued not in held and (need > self.budget or time.time_ns() - since >= self.queue_after_s * 1e9):
-                held[queued] = need
-                return True
-            return False
-
-        try:
-            while True:
-                self._update(admit)
-                if admitted:
-                    break
-                time.sleep(self.POLL_S)
-            yield
-        finally:
-            self._update(lambda held: (held.pop(me, None), held.pop(queued, None)) != (None, None))
+    def _verdict(self, need, promised, waiting, queued, since_ns):
+        if not any(k < queued for k in waiting) and (promised + need <= self.budget or not promised):
+            return "admit"
+        late = time.time_ns() - since_ns >= self.queue_after_s * 1e9
+        return "queue" if need > self.budget or late else "wait"
 
 
 def replay(rows_by_task, order, needs, budget, jobs, scale, ledger_cls):

@@ -220,15 +220,15 @@ class MemoryLedger:
         def admit(held: dict[str, int]) -> bool:
             """Admit `me` (True: write the map), queue it (True), or leave the map as it is (False)."""
             nonlocal admitted
-            waiting = [k for k in held if k.startswith(self.WAITING)]
-            ahead = any(k < queued for k in waiting) if queued in held else bool(waiting)
             promised = sum(v for k, v in held.items() if not k.startswith(self.WAITING))
-            if not ahead and (promised + need <= self.budget or not promised):
+            waiting = sorted(k for k in held if k.startswith(self.WAITING))
+            verdict = self._verdict(need, promised, waiting, queued, since)
+            if verdict == "admit":
                 held.pop(queued, None)
                 held[me] = need
                 admitted = True
                 return True
-            if queued not in held and need > self.budget:
+            if verdict == "queue" and queued not in held:
                 held[queued] = need
                 return True
             return False
@@ -242,6 +242,15 @@ class MemoryLedger:
             yield
         finally:
             self._update(lambda held: (held.pop(me, None), held.pop(queued, None)) != (None, None))
+
+    def _verdict(self, need: int, promised: int, waiting: list[str], queued: str, since_ns: int) -> str:
+        """The admission rule: "admit" a job of `need` bytes now, "queue" it, or "wait"; `promised`:
+        bytes promised to live holders; `waiting`: the queued jobs' keys in order; `queued`: this
+        job's key (in `waiting` once queued); `since_ns`: when it began to wait."""
+        ahead = waiting.index(queued) > 0 if queued in waiting else bool(waiting)
+        if not ahead and (promised + need <= self.budget or not promised):
+            return "admit"
+        return "queue" if need > self.budget else "wait"
 
     def promised(self) -> int:
         """Bytes promised now (to live holders; not to jobs queued)."""
