@@ -591,9 +591,35 @@ def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
     log.put("service", out)
 
 
+def cached_tasks(cfg, tasks: list, device: dict | None) -> list:
+    """The tasks whose cache holds both their baselines for this GPU and `cfg` (the entry an
+    evaluation on `device`, as `device_info` describes it, would look up) and their memory record:
+    an evaluation of those would only find them there. None where `device` is unknown."""
+    from cuda_agent.evaluate import memory
+    from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
+
+    if not device:
+        return []
+    key = baseline_key(device, cfg.batch_calls, cfg.compile_baseline, cfg.touch)
+    cache = BaselineCache(cfg.cache_dir / "baselines")
+    return [t for t in tasks if cache.get(t.source, key) is not None and memory.need(cfg.cache_dir, t.source) > 0]
+
+
+def gpu_description() -> dict | None:
+    """`device_info("cuda")` as a judge would report it, from a child process (so that this one
+    holds no CUDA context beside the evaluations), or None where it cannot be had."""
+    code = "import json; from cuda_agent.evaluate.device import device_info; print(json.dumps(device_info('cuda')))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+
+
 def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
     """The baselines of the first `count` staged tasks (those the steps use) into the cache (not
-    counted)."""
+    counted). On a GPU, tasks whose baselines and memory record the cache already holds (carried in
+    .fresh/cache.tgz) are not evaluated again: on a fresh machine that check cost 60-127 s."""
     import dataclasses
 
     from cuda_agent.evaluate import Evaluator
@@ -601,13 +627,17 @@ def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
     from cuda_agent.tasks import load_task
 
     tasks = [load_task(stage / r["task"]) for r in json.loads((stage / "index.json").read_text())[:count]]
-    ref_cfg = dataclasses.replace(cfg, policy="none", trials=1, stress_trials=0)
     t0 = time.monotonic()
-    with Evaluator(ref_cfg, jobs=jobs) as ev:
-        res = ev.map([(t, baseline_candidate(t.source, "eager")) for t in tasks], ref_cfg)
-    log.put("baselines", {"tasks": len(tasks), "s": round(time.monotonic() - t0, 1),
-                          "cached": sum(bool((r.timing_check or {}).get("baselines", {}).get("cached", True))
-                                        for r in res)})
+    found = cached_tasks(cfg, tasks, gpu_description() if str(cfg.device).startswith("cuda") else None)
+    left = [t for t in tasks if all(t is not f for f in found)]
+    res = []
+    if left:
+        ref_cfg = dataclasses.replace(cfg, policy="none", trials=1, stress_trials=0)
+        with Evaluator(ref_cfg, jobs=jobs) as ev:
+            res = ev.map([(t, baseline_candidate(t.source, "eager")) for t in left], ref_cfg)
+    log.put("baselines", {"tasks": len(tasks), "s": round(time.monotonic() - t0, 1), "found_in_cache": len(found),
+                          "cached": len(found) + sum(bool((r.timing_check or {}).get("baselines", {}).get("cached", True))
+                                                     for r in res)})
 
 
 def headers_first(cfg, stage: Path, tmp: Path, log: Log) -> None:

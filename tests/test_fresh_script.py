@@ -81,3 +81,31 @@ def test_the_table_says_which_file_is_not_a_runs_json(tmp_path):
     out = _table(bad)
     assert out.returncode != 0
     assert "bad.json" in out.stderr and "fresh.py run" in out.stderr
+
+
+def test_the_warm_up_skips_only_tasks_whose_baselines_for_this_gpu_and_memory_record_are_cached(tmp_path, benchmark_script):
+    """fresh.py evaluates a task's baselines before a batch unless the cache holds both the entry an
+    evaluation on this GPU would look up and the task's memory record; another GPU's or driver's
+    entry, or a missing memory record, leaves the task to be evaluated."""
+    import types
+
+    from cuda_agent.evaluate import EvalConfig, memory
+    from cuda_agent.evaluate.baselines import Baselines, BaselineCache, baseline_key
+    from cuda_agent.evaluate.result import TimeStats
+
+    fresh = benchmark_script("fresh")
+    cfg = EvalConfig(device="cuda", cache_dir=tmp_path)
+    gpu = {"type": "cuda", "name": "NVIDIA H200", "capability": "9.0", "multiprocessors": 132, "memory_gb": 139.8,
+           "l2_bytes": 62914560, "cuda": "13.0", "driver": "580.1", "torch": "2.11.0", "python": "3.12.3", "host": "a"}
+    a, b, c = (types.SimpleNamespace(source=f"class Model: pass  # {n}\n") for n in "abc")
+    st = TimeStats(median=1.0, iqr=0.1, min=0.9, max=1.2, n=10)
+    for task in (a, b):
+        BaselineCache(tmp_path / "baselines").put(task.source, baseline_key(gpu, cfg.batch_calls, cfg.compile_baseline,
+                                                                            cfg.touch),
+                                                  Baselines(eager=st, compile=st, compile_error=None, calls_per_batch=8,
+                                                            device=gpu, measured_at="2026-12-05T00:00:00"))
+    for task in (a, c):
+        memory.record(tmp_path, task.source, in_bytes=1 << 20, out_bytes=1 << 20)
+    assert fresh.cached_tasks(cfg, [a, b, c], {**gpu, "host": "b"}) == [a]  # (the host is not part of the key)
+    assert fresh.cached_tasks(cfg, [a, b, c], {**gpu, "driver": "580.2"}) == []
+    assert fresh.cached_tasks(cfg, [a, b, c], None) == []
