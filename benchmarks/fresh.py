@@ -594,7 +594,7 @@ def step_service(cfg, tmp: Path, repeat: int, log: Log) -> None:
 def cached_tasks(cfg, tasks: list, device: dict | None) -> list:
     """The tasks whose cache holds both their baselines for this GPU and `cfg` (the entry an
     evaluation on `device`, as `device_info` describes it, would look up) and their memory record:
-    an evaluation of those would only find them there. None where `device` is unknown."""
+    an evaluation of those would only find them there. None of them where `device` is unknown."""
     from cuda_agent.evaluate import memory
     from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
 

@@ -63,7 +63,7 @@ class GreedyLedger(MemoryLedger):
     """The ledger without its queue: a job is admitted whenever it fits, one larger than the budget
     whenever nothing is promised."""
 
-    def _verdict(self, need, promised, waiting, queued, since_ns):
+    def _verdict(self, need, promised, waiting, queued):
         return "admit" if promised + need <= self.budget or not promised else "wait"
 
 
@@ -74,9 +74,10 @@ class ArrivalLedger(MemoryLedger):
 
     queue_after_s = 2.0
 
-    def _verdict(self, need, promised, waiting, queued, since_ns):
+    def _verdict(self, need, promised, waiting, queued):
         if not any(k < queued for k in waiting) and (promised + need <= self.budget or not promised):
             return "admit"
+        since_ns = int(queued[len(self.WAITING):].split("|", 1)[0])  # (the key holds when it began to wait)
         late = time.time_ns() - since_ns >= self.queue_after_s * 1e9
         return "queue" if need > self.budget or late else "wait"
 

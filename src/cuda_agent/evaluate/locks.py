@@ -212,17 +212,15 @@ class MemoryLedger:
         if need <= 0:
             yield
             return
-        since = time.time_ns()
         me = f"{os.getpid()}:{_started(os.getpid())}:{threading.get_ident()}:{time.monotonic_ns()}"
-        queued = f"{self.WAITING}{since:020d}|{me}"  # (zero-padded: the keys sort in the order of waiting)
+        queued = f"{self.WAITING}{time.time_ns():020d}|{me}"  # (zero-padded: the keys sort in the order of waiting)
         admitted = False
 
         def admit(held: dict[str, int]) -> bool:
             """Admit `me` (True: write the map), queue it (True), or leave the map as it is (False)."""
             nonlocal admitted
-            promised = sum(v for k, v in held.items() if not k.startswith(self.WAITING))
             waiting = sorted(k for k in held if k.startswith(self.WAITING))
-            verdict = self._verdict(need, promised, waiting, queued, since)
+            verdict = self._verdict(need, self._promised(held), waiting, queued)
             if verdict == "admit":
                 held.pop(queued, None)
                 held[me] = need
@@ -243,10 +241,10 @@ class MemoryLedger:
         finally:
             self._update(lambda held: (held.pop(me, None), held.pop(queued, None)) != (None, None))
 
-    def _verdict(self, need: int, promised: int, waiting: list[str], queued: str, since_ns: int) -> str:
+    def _verdict(self, need: int, promised: int, waiting: list[str], queued: str) -> str:
         """The admission rule: "admit" a job of `need` bytes now, "queue" it, or "wait"; `promised`:
         bytes promised to live holders; `waiting`: the queued jobs' keys in order; `queued`: this
-        job's key (in `waiting` once queued); `since_ns`: when it began to wait."""
+        job's key (in `waiting` once queued; it holds when the job began to wait)."""
         ahead = waiting.index(queued) > 0 if queued in waiting else bool(waiting)
         if not ahead and (promised + need <= self.budget or not promised):
             return "admit"
@@ -256,7 +254,11 @@ class MemoryLedger:
         """Bytes promised now (to live holders; not to jobs queued)."""
         seen: dict[str, int] = {}
         self._update(lambda held: seen.update(held) or False)
-        return sum(v for k, v in seen.items() if not k.startswith(self.WAITING))
+        return self._promised(seen)
+
+    def _promised(self, held: dict[str, int]) -> int:
+        """Bytes the map promises to holders (its queued jobs' entries aside)."""
+        return sum(v for k, v in held.items() if not k.startswith(self.WAITING))
 
     def _update(self, change) -> bool:
         """Under the flock: read the map, drop dead holders, call `change(map)`; write the map back
