@@ -62,18 +62,23 @@ _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
 
 
-def flags_digest(cxx: str, cflags: list[str], post_cflags: list[str]) -> str:
-    """What a precompiled header depends on: the compiler and every flag but the extension's name."""
+def _host_words(cflags: list[str], post_cflags: list[str]) -> list[str]:
+    """The host unit's flags as the shell reads them (torch's are shell words: `-isystem DIR`), less
+    the extension's name. `extra_cflags=[""]`, the idiom of KernelBench's template, adds no word."""
     kept = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    return [w for f in kept + post_cflags for w in shlex.split(f)]
+
+
+def flags_digest(cxx: str, cflags: list[str], post_cflags: list[str]) -> str:
+    """What a precompiled header depends on: the compiler and the words of every flag but the
+    extension's name, so that flags the shell reads alike share one header."""
     version = subprocess.run([*shlex.split(cxx), "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    return hashlib.sha256(json.dumps([cxx, version, kept, post_cflags]).encode()).hexdigest()[:24]
+    return hashlib.sha256(json.dumps([cxx, version, _host_words(cflags, post_cflags)]).encode()).hexdigest()[:24]
 
 
 def pch_command(cxx: str, cflags: list[str], post_cflags: list[str], header: Path, out: Path) -> list[str]:
-    """The host unit's compile, of the header instead (torch's flags are shell words: `-isystem DIR`)."""
-    kept = [f for f in cflags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-    words = [w for f in kept + post_cflags for w in shlex.split(f)]
-    return [*shlex.split(cxx), *words, "-x", "c++-header", str(header), "-o", str(out)]
+    """The host unit's compile, of the header instead."""
+    return [*shlex.split(cxx), *_host_words(cflags, post_cflags), "-x", "c++-header", str(header), "-o", str(out)]
 
 
 def _start_pch(root: Path, digest: str, cmd_for: Callable[[Path, Path], list[str]]) -> None:
