@@ -190,6 +190,9 @@ def step_alone(cfg, stage: Path, tmp: Path, k: int, log: Log) -> None:
 
     rows, edited = [], []
     with Evaluator(cfg, jobs=1) as ev:
+        t0 = time.monotonic()
+        warm = ev.wait_warm(180)  # its workers started, as a running service's are (the parallel step's start too)
+        log.put("alone_pool", {"warm_up_s": round(time.monotonic() - t0, 1), "warm": warm})
         for task, path, name in candidates(stage, k, tmp):
             with ProcessCpu() as cpu:
                 rows.append(timed_row(ev, cfg, task, path, name))
@@ -697,6 +700,8 @@ def table(doc: dict) -> None:
     if a := doc.get("alone"):
         ok = sum(r["correct"] for r in a)
         t.add_row(f"fresh candidate alone, full evaluation (median of {len(a)}, {ok} correct)", med(a), "<= 20 s")
+        if (pool := doc.get("alone_pool")) and pool.get("warm"):
+            t.add_row("  its workers started first (not counted)", f"{pool['warm_up_s']} s", "")
         for phase in ("load", "correctness", "timing"):
             vals = [r["phases_s"].get(phase, 0) for r in a]
             t.add_row(f"  of which {phase}", f"{statistics.median(vals):.1f} s", "")

@@ -61,7 +61,7 @@ def _row(name: str, total: float, load: float, nvcc: float) -> dict:
 
 def test_the_table_merges_runs_split_over_calls(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps({"alone": [_row("p1", 61.0, 55.0, 50.0)]}))
+    a.write_text(json.dumps({"alone": [_row("p1", 61.0, 55.0, 50.0)], "alone_pool": {"warm_up_s": 9.5, "warm": True}}))
     b.write_text(json.dumps({"kernelbench_alone": [{"name": "p1", "wall_s": 48.0, "build_s": 40.1, "ninja": {
         "steps_s": {"cuda.cuda.o": 37.5}}}],
         "service": {"eval_cached": {"median_s": 1.81, "walls_s": [1.8], "baselines": ["cached"], "rc": 0}}}))
@@ -72,6 +72,7 @@ def test_the_table_merges_runs_split_over_calls(tmp_path):
     assert "build step: nvcc (the CUDA unit) (median of 1)" in text
     assert "50.0 s" in text and "37.5 s" in text
     assert "baselines cached 1/1" in text
+    assert "its workers started first (not counted)" in text and "9.5 s" in text
     assert "CUDA units compiled with a light torch/extension.h: tensor / light" in text and "0 / 1 of 1" in text
 
 
