@@ -632,7 +632,7 @@ def baselines_first(cfg, stage: Path, jobs: int, count: int, log: Log) -> None:
     tasks = [load_task(stage / r["task"]) for r in json.loads((stage / "index.json").read_text())[:count]]
     t0 = time.monotonic()
     found = cached_tasks(cfg, tasks, gpu_description() if str(cfg.device).startswith("cuda") else None)
-    left = [t for t in tasks if all(t is not f for f in found)]
+    left = [t for t in tasks if t not in found]
     res = []
     if left:
         ref_cfg = dataclasses.replace(cfg, policy="none", trials=1, stress_trials=0)

@@ -194,11 +194,9 @@ class MemoryLedger:
     began to wait). While any job is queued, no job that is not is admitted; queued jobs go in the
     order they began to wait. So the largest jobs run one after another once what was admitted
     before them ends, instead of each waiting for a moment when a stream of smaller ones leaves
-    nothing promised (on an 80 GB GPU, up to 210 s for a 57 GB task). Replayed on that batch's
-    measured phases (`benchmarks/diagnostics/admission_replay.py`), this keeps the throughput of
-    admitting whatever fits (a little more) and cuts the largest tasks' median wait from about
-    70 s to 16 s; queueing jobs in the order they began to wait instead, smaller ones too, cost a
-    fifth of the throughput there (each large job between two small ones empties the GPU)."""
+    nothing promised. Smaller jobs are not queued: in order of arrival, each large job between two
+    small ones would empty the GPU (`benchmarks/diagnostics/admission_replay.py` compares the
+    policies on a measured batch; docs/measured/2026-12-04-fresh-h200.md has the figures)."""
 
     POLL_S = 0.1
     WAITING = "waiting|"  # key prefix of a queued job: WAITING + ns + "|" + holder
