@@ -68,7 +68,7 @@ def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(
     assert json.loads((out / "result.json").read_text())["reward"] == ep.result.reward
     recs = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
     meta, final = recs[0], recs[-1]
-    assert meta["type"] == "meta" and meta["isolation"]["level"] == "namespaces" and meta["model"] == "scripted-model"
+    assert meta["type"] == "meta" and meta["isolation"]["level"] == "sandbox" and meta["model"] == "scripted-model"
     assert final["type"] == "final" and final["result"]["reward"] == ep.result.reward
     assert final["tokens"]["total_tokens"] > 0 and final["eval_s"] > 0
     assert [c["command"] for c in final["workspace_commands"]] == ["compile", "verify"]
@@ -83,7 +83,8 @@ def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(
     assert final["invalid_tool_calls"] == 4  # Teleport, bad JSON, /etc, KillBash of no shell
     bash = [r["result"] for r in by_name["Bash"]]
     assert "unreachable" in bash[0].lower()
-    assert "Read-only file system" in bash[1] and not Path("/root/cuda-agent-evil").exists()
+    # the home folders are hidden: a write lands in the sandbox's own empty tmpfs, never on the host
+    assert "tried" in bash[1] and not Path("/root/cuda-agent-evil").exists()
     assert "timed out after 1000 ms" in bash[2]
     assert len(bash[3]) < 31000 and "characters dropped" in bash[3]
     assert "reward: 3 (faked)" not in "".join(bash) and "verification: " in bash[5]

@@ -4,7 +4,7 @@ unsandboxed unless asked."""
 
 from __future__ import annotations
 
-import shutil
+import functools
 import subprocess
 import sys
 import time
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import sandbox_unavailable
+from cuda_agent import sandbox
 from cuda_agent.agent.sandbox import OUTPUT_LIMIT, Sandbox, SandboxUnavailable
 
 needs_ns = pytest.mark.skipif(sandbox_unavailable() is not None, reason=f"no user namespaces here: {sandbox_unavailable()}")
@@ -30,7 +31,7 @@ def box(tmp_path):
 @needs_ns
 def test_isolation_is_reported(box):
     iso = box.isolation
-    assert iso["level"] == "namespaces" and iso["unavailable"] is None
+    assert iso["level"] == "sandbox" and iso["unavailable"] is None and iso["mechanism"].startswith("bubblewrap")
     assert iso["network"].startswith("none") and "read-only" in iso["filesystem"]
     assert {"cpu_s", "file_bytes", "open_files"} <= set(iso["limits"]["enforced"])
 
@@ -101,12 +102,12 @@ def test_huge_output_is_clipped(box):
 
 
 def test_the_sandbox_refuses_to_run_unsandboxed_unless_asked(tmp_path, monkeypatch):
-    # a machine without util-linux's `unshare`: no namespaces (a PATH holding only bash)
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "bash").symlink_to(shutil.which("bash"))
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    # a machine whose bwrap cannot make a sandbox (here: a bwrap that is not there)
+    monkeypatch.setenv("CUDA_AGENT_BWRAP", str(tmp_path / "no-bwrap"))
+    sandbox.support.cache_clear()
+    monkeypatch.setattr(sandbox, "support", functools.cache(sandbox.support.__wrapped__))
     (tmp_path / "ws").mkdir()
-    with pytest.raises(SandboxUnavailable, match="`unshare`.*allow_unsandboxed"):
+    with pytest.raises(SandboxUnavailable, match="bwrap.*allow_unsandboxed"):
         Sandbox(tmp_path / "ws")
     with Sandbox(tmp_path / "ws", allow_unsandboxed=True) as box:
         assert box.isolation["level"] == "none" and box.isolation["network"] == "host"

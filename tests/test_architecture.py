@@ -18,7 +18,7 @@ PACKAGE = SRC / "cuda_agent"
 # layer of several packages, each package keeps to itself (bench, synth and rl are peers).
 LAYERS: list[set[str]] = [
     {"", "errors"},  # the package root and its exception tree
-    {"pyparse", "parquet", "reporting"},  # helpers shared by several layers
+    {"pyparse", "parquet", "reporting", "sandbox"},  # helpers shared by several layers
     {"examples"},  # the bundled example tasks and candidates (data)
     {"tasks"},
     {"evaluate"},

