@@ -28,6 +28,7 @@ allows, and `record` what held, for results and trajectories.
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import fcntl
 import functools
@@ -198,6 +199,20 @@ def resolve(mode: str, what: str) -> Support | None:
     return None
 
 
+def hand_over(folder: str | os.PathLike, sup: Support) -> None:
+    """Make `folder` and what it holds the sandbox user's, where sandboxes run as their own user
+    (`Support.uid`): what the caller wrote there becomes writable inside."""
+    if sup.uid is None:
+        return
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            try:
+                if os.lstat(name).st_uid != sup.uid:
+                    os.lchown(name, sup.uid, sup.uid)
+            except OSError:
+                pass
+
+
 def launch_kwargs(sup: Support) -> dict[str, Any]:
     """subprocess.Popen arguments that start bwrap as the sandbox's user."""
     if sup.uid is None:
@@ -217,16 +232,17 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
     if spec.gpu:
         for node in _gpu_nodes():
             a += ["--dev-bind", node, node]
-    for d in ("/tmp", "/var/tmp", "/dev/shm", *spec.hidden):
-        a += ["--tmpfs", d]
-    for src, dest in spec.mapped:  # before the binds that may lie under `dest`
-        a += ["--bind", src, dest]
-    hidden = [*spec.hidden, "/tmp", "/var/tmp", "/dev/shm"] + [dest for _, dest in spec.mapped]
-    for p in spec.readable:  # back where a hidden folder covered it
-        if os.path.exists(p) and any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden):
-            a += ["--ro-bind", p, p]
-    for p in spec.writable:
-        a += ["--bind", p, p]
+    # Mounts from the outermost in (a parent before what lies under it), tmpfs before binds at a depth.
+    hidden = ["/tmp", "/var/tmp", "/dev/shm", *spec.hidden]
+    ops = [(d, 0, ["--tmpfs", d]) for d in hidden]
+    covered = hidden + [dest for _, dest in spec.mapped]
+    readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)]
+    readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
+    ops += [(p, 1, ["--ro-bind", p, p]) for p in readable]
+    ops += [(p, 1, ["--bind", p, p]) for p in spec.writable]
+    ops += [(dest, 1, ["--bind", src, dest]) for src, dest in spec.mapped]
+    for _, _, op in sorted(ops, key=lambda o: (o[0].rstrip("/").count("/"), o[1])):
+        a += op
     if spec.cwd:
         a += ["--chdir", spec.cwd]
     if info_fd is not None:
@@ -243,6 +259,10 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
             a.append(f"--nproc={lim.pids * 4}")
         a.append("--")
     return a + list(argv)
+
+
+def _under(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
 class Cgroup:
@@ -322,18 +342,29 @@ class Cgroup:
                     time.sleep(0.02)
 
 
+_LAUNCHER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cuda-agent-sandbox-launcher")
+
+
+def _popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Popen from one thread that lives as long as the process: bwrap's --die-with-parent is the
+    kernel's parent-death signal, which fires when the *thread* that started it ends (a pool's
+    filling thread, say), not the process."""
+    return _LAUNCHER.submit(subprocess.Popen, argv, **kwargs).result()
+
+
 def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = (),
           **popen: Any) -> subprocess.Popen:
     """Run `argv` in the sandbox `spec`: a Popen of bwrap. With `cgroup`, the sandbox's first
-    process joins it before the command starts (bwrap waits on a pipe until then)."""
+    process joins it before the command starts (bwrap waits on a pipe until then). The sandbox
+    dies with this process (bwrap's --die-with-parent)."""
     spec = spec.with_defaults()
     if not cgroup or not cgroup.dirs:
-        return subprocess.Popen(command(spec, argv, sup), pass_fds=pass_fds, **launch_kwargs(sup), **popen)
+        return _popen(command(spec, argv, sup), pass_fds=pass_fds, **launch_kwargs(sup), **popen)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     try:
-        proc = subprocess.Popen(command(spec, argv, sup, info_fd=info_w, block_fd=block_r),
-                                pass_fds=(*pass_fds, info_w, block_r), **launch_kwargs(sup), **popen)
+        proc = _popen(command(spec, argv, sup, info_fd=info_w, block_fd=block_r),
+                      pass_fds=(*pass_fds, info_w, block_r), **launch_kwargs(sup), **popen)
     finally:
         os.close(info_w)
         os.close(block_r)

@@ -151,21 +151,6 @@ class Sandbox:
         return str(Path("/tmp") / rel) if self.namespaces else str(self.tmp / rel)
 
     # -- running --
-    def _hand_over(self) -> None:
-        """Where commands run as the sandbox's own user, the workspace and the sandbox's /tmp are
-        theirs (the model's file tools write as the caller between commands)."""
-        uid = self.sup.uid
-        if uid is None:
-            return
-        for top in (self.root, self.tmp):
-            for dirpath, dirnames, filenames in os.walk(top):
-                for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-                    try:
-                        if os.lstat(name).st_uid != uid:
-                            os.lchown(name, uid, uid)
-                    except OSError:
-                        pass
-
     def _start(self, command: str) -> subprocess.Popen:
         popen: dict[str, Any] = dict(env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -175,7 +160,8 @@ class Sandbox:
             ulimits = f"ulimit -t {lim.cpu_s} -f {lim.file_bytes // 512} -n {lim.open_files}"
             return subprocess.Popen(["bash", "-c", f"{ulimits}; cd {_q(self.root)} && {command}"], cwd=self.root,
                                     **popen)
-        self._hand_over()
+        for folder in (self.root, self.tmp):  # the model's file tools write as the caller between commands
+            sandbox.hand_over(folder, self.sup)
         return sandbox.start(self.spec, ["bash", "-c", command], self.sup, self.cgroup, cwd=self.root, **popen)
 
     def run(self, command: str, timeout_s: float = 120.0) -> CommandResult:
