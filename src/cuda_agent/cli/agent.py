@@ -59,7 +59,7 @@ def add_parsers(sub) -> None:
     p.add_argument("task", help="KernelBench-format task file")
     p.add_argument("--out", type=Path, required=True, help="folder for the workspace, trajectory and result")
     add_agent_options(p, required=True)
-    add_eval_options(p)
+    add_eval_options(p, isolation="required")
     add_service_option(p)
     p.set_defaults(func=cmd_solve)
 

@@ -11,7 +11,7 @@ from typing import Any
 from cuda_agent.cli.common import EXIT_USAGE, console, fmt_ms, fmt_x, print_error, progress_bar, stdout_reserved
 from cuda_agent.cli.options import (add_eval_options, add_level_option, add_service_option, eval_config, load_tasks,
                                     positive, service_client)
-from cuda_agent.evaluate.config import DEVICES
+from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES
 from cuda_agent.examples import FORMS
 from cuda_agent.workspace.commands import COMMANDS
 
@@ -81,7 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print_error("serve", exc)
             return EXIT_USAGE if args.stop else 1
         return 0
-    config = EvalConfig(device=args.device, **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
+    config = EvalConfig(device=args.device, isolation=args.isolation,
+                        **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
     try:
         service.serve(config, path, jobs=args.jobs, idle_exit_s=args.idle_exit)
     except service.ServiceError as exc:
@@ -223,6 +224,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--socket", type=Path, default=None,
                    help="the socket (default: $CUDA_AGENT_SOCKET, else $XDG_RUNTIME_DIR/cuda-agent/service.sock, "
                    "else /tmp/cuda-agent-UID/service.sock)")
+    p.add_argument("--isolation", choices=ISOLATION_MODES, default="required",
+                   help="candidates in an operating-system sandbox: `required` (default: refuse to start "
+                   "where the machine cannot make one), `auto` (warn and run without), `off`")
     p.add_argument("--idle-exit", type=positive(float), default=None, metavar="S",
                    help="exit after S seconds without work (default: never)")
     p.add_argument("--stop", action="store_true", help="stop the running service and exit")

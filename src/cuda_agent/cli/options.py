@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple
 
 from cuda_agent.agent.llm import API_KEY_ENV, REQUEST_TIMEOUT_S
 from cuda_agent.errors import CudaAgentError
-from cuda_agent.evaluate.config import DEVICES, POLICIES, SERVICE_MODES, EvalConfig, default_service_mode, field_help
+from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES, POLICIES, SERVICE_MODES, EvalConfig, default_service_mode, field_help
 
 LEVELS = (1, 2, 3, 4)  # KernelBench's levels
 
@@ -62,6 +62,7 @@ EVAL_FLAGS = (
     EvalFlag("baseline_cache", "--no-baseline-cache"),
     EvalFlag("timeout_s", "--timeout", positive(float)),
     EvalFlag("cache_dir", "--cache-dir", Path),
+    EvalFlag("isolation", "--isolation", choices=ISOLATION_MODES),
 )
 
 
@@ -88,10 +89,17 @@ def _help(flag: EvalFlag, field: dataclasses.Field) -> str:
     return f"{doc} (default {default})"
 
 
-def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """--json and the EVAL_FLAGS, with EvalConfig's defaults and its field docstrings as help."""
+def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None) -> None:
+    """--json and the EVAL_FLAGS, with EvalConfig's defaults and its field docstrings as help.
+    `isolation`: this command's default of --isolation where it differs from EvalConfig's
+    (`required` for the commands that run model-written code unattended: solve, serve)."""
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    if isolation is not None:
+        import copy
+
+        fields["isolation"] = copy.copy(fields["isolation"])
+        fields["isolation"].default = isolation
     for flag in EVAL_FLAGS:
         field = fields[flag.field]
         if _negated(flag):

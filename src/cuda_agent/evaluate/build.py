@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from cuda_agent import sandbox
 from cuda_agent.evaluate.candidate import COMPILED_SUFFIXES, Candidate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "workspace" / "template"
@@ -105,8 +106,9 @@ def _build_key(candidate: Candidate, fixed: list[tuple[str, str]], toolchain: li
 
 
 def build_extension(candidate: Candidate, device: str, arch: str | None, cache_dir: Path,
-                    timeout_s: float) -> BuildResult | None:
-    """Build the candidate's kernels, or return None when it has no compiled sources."""
+                    timeout_s: float, sup: sandbox.Support | None = None) -> BuildResult | None:
+    """Build the candidate's kernels, or return None when it has no compiled sources. With `sup`,
+    the compile runs in a sandbox whose only writable folder is the build's own (isolate.py)."""
     if not candidate.compiled_sources:
         return None
     t0 = time.monotonic()
@@ -131,8 +133,14 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
             stage_sources(src, candidate, fixed)
             cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or ""]
             env = dict(os.environ, PYTHONPATH=package_root())
-            proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            popen = dict(cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            if sup is None:
+                proc = subprocess.Popen(cmd, **popen)
+            else:
+                from cuda_agent.evaluate.isolate import build_spec
+
+                sandbox.hand_over(src, sup)
+                proc = sandbox.start(build_spec(src, cache_dir), cmd, sup, **popen)
             try:
                 out, _ = proc.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -154,6 +162,9 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
                 shutil.rmtree(work / "build", ignore_errors=True)
             else:
                 shutil.copy2(built, work / f"{MODULE_NAME}.so")  # the slot keeps its own for the next link
+        os.chmod(work, 0o755)  # (mkdtemp's 0700) a sandboxed candidate, as another user, loads it
+        for f in work.iterdir():
+            os.chmod(f, 0o755 if f.is_dir() else 0o644)
         try:
             work.rename(final)  # atomic publish
             work = None  # type: ignore[assignment]

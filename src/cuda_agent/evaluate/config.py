@@ -12,7 +12,8 @@ from typing import Any
 DEVICES = ("auto", "cuda", "cpu")  # `device`; auto is cuda when a GPU is present
 POLICIES = ("strict", "kernelbench", "none")  # `policy`: the profiles of evaluate.policy
 SERVICE_MODES = ("auto", "start", "off")  # commands' --service: use a running service, start one, or never
-TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
+TOUCHES = ("bf16", "tf32")
+ISOLATION_MODES = ("auto", "required", "off")  # `isolation` (cuda_agent.sandbox.MODES)  # the busy work before each timed call (`touch` below, `timing.Timer`)
 
 
 def default_cache_dir() -> Path:
@@ -140,6 +141,12 @@ class EvalConfig:
     its timer's buffers, initialises cuBLAS and leaves a 256 MiB segment in torch's cache before an
     evaluation takes it, so that these driver calls happen off the evaluation's path (each spare
     then holds about 0.4 GiB of device memory)."""
+    isolation: str = "auto"
+    """The candidate's process and its builds in an operating-system sandbox (bubblewrap: no
+    network, the file system read-only but its own folders, the evaluator's cache and the home
+    folders hidden, its own PID namespace, limits): `auto` where the machine allows it (else
+    without, with a warning and `isolation.level: none` in the result), `required` (refuse to
+    evaluate without it), `off`."""
     pin_cpus: bool = False
     """CUDA, with a pool of warm workers (`Evaluator`): each GPU's workers run on the CPUs of that
     GPU's NUMA node (its PCI device's `local_cpulist`), so that no evaluation times its launches and
@@ -173,6 +180,8 @@ class EvalConfig:
             raise ValueError(f"timed_check_fraction={self.timed_check_fraction}: must be in (0, 1]")
         if self.batch_calls < 1:
             raise ValueError(f"batch_calls={self.batch_calls}: must be 1 or more (default 8)")
+        if self.isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation={self.isolation!r}: use one of {', '.join(ISOLATION_MODES)}")
         if self.touch not in TOUCHES:
             raise ValueError(f"touch={self.touch!r}: use one of {', '.join(TOUCHES)} (default {TOUCHES[0]})")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:

@@ -27,12 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent import sandbox
 from cuda_agent.evaluate import memory, policy
 from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
 from cuda_agent.evaluate.build import BuildResult, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import cuda_arch, resolve_device
+from cuda_agent.evaluate.isolate import BUILDS_INSIDE, CandidateBox
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
@@ -62,6 +64,29 @@ def weights_seed(init_seed: int) -> int:
     """The seed of an evaluation's re-drawn weights, derived from its init seed (one LCG step), so
     that a result's `seeds` list replays them too."""
     return (init_seed * 6364136223846793005 + 1442695040888963407) % (1 << 62)
+
+
+_WARNED: set[str] = set()
+
+
+def isolation_support(cfg: EvalConfig) -> sandbox.Support | None:
+    """The sandbox this machine gives candidates under `cfg.isolation` (None: none); under
+    `required` a machine without one raises `sandbox.IsolationUnavailable`. Warns once per process
+    when `auto` finds none."""
+    if cfg.isolation == "auto":
+        sup = sandbox.support()
+        if not sup.ok and "auto" not in _WARNED:
+            _WARNED.add("auto")
+            sandbox.resolve("auto", "the evaluator")
+        return sup if sup.ok else None
+    return sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
+
+
+def isolation_unavailable(cfg: EvalConfig) -> str:
+    """Why an evaluation ran without a sandbox."""
+    if cfg.isolation == "off":
+        return "isolation is off (EvalConfig.isolation)"
+    return sandbox.support().error or "unknown"
 
 
 def shm_root() -> str | None:
@@ -110,6 +135,7 @@ class Evaluation:
         self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
         self.deadline = time.monotonic() + config.timeout_s
+        self.sandbox = isolation_support(config)
 
     # -- what the timing protocol (protocol.py) uses too --
     def left(self) -> float:
@@ -133,9 +159,19 @@ class Evaluation:
         self.res.phases_s[name] = round(self.res.phases_s.get(name, 0.0) + time.monotonic() - t0, 4)
 
     def spawn(self, role: str, cwd: Path, env: dict[str, str]) -> Worker:
-        """A worker for `role`: a warm spare from the pool when there is one, else a fresh process."""
-        if self.pool is not None:  # the pool of this evaluation's GPU
+        """A worker for `role`: a warm spare from the pool when there is one, else a fresh process.
+        A candidate runs in a sandbox where the evaluation has one (`self.sandbox`): a sandboxed
+        spare of the pool, or a fresh process in a sandbox of its own."""
+        boxed = role == "candidate" and self.sandbox is not None
+        if self.pool is not None and (not boxed or self.pool.box is not None):  # the pool of this evaluation's GPU
             worker = self.pool.take(role, cwd, env, self.cfg.timeout_s)
+        elif boxed:
+            box = CandidateBox(self.sandbox, self.cfg.cache_dir, self.cfg.work_dir, gpu=self.device == "cuda")
+            try:
+                worker = Worker(role, box.stage, scrubbed_env({**env, **box.env()}), self.cfg.output_limit, box=box)
+            except BaseException:
+                box.close()
+                raise
         else:
             worker = Worker(role, cwd, scrubbed_env(env), self.cfg.output_limit)
         self.workers.append(worker)
@@ -291,6 +327,8 @@ class Evaluation:
         self.stage_dir = tmp / "stage"
         self.stage_dir.mkdir()
         stage(self.cand, self.stage_dir)
+        self.builds = None
+        self.res.isolation = sandbox.record(None, why=isolation_unavailable(cfg))
         # A folder of torch's extension cache per candidate: model-written kernels name their
         # extensions alike ("matmul_cuda"), and two of them built at once into one folder break
         # each other's build; the same candidate again finds its build. (Its load_inline calls
@@ -303,6 +341,12 @@ class Evaluation:
         self.judge = self.spawn("judge", tmp, self.env)
         self.candidate = self.spawn("candidate", self.stage_dir, self.env)
         self.phase("workers", t0)
+        box = self.candidate.box
+        if box is not None:  # it works in its sandbox's folders: the sources go there, its buffers too
+            self.stage_dir, self.shm = box.stage, box.shm
+            stage(self.cand, self.stage_dir)
+            self.builds = box.builds_for(cfg.build_timeout_s)
+            self.res.isolation = box.isolation()
         built = self._build_beside_setup()
         if built is not None and not built.ok:
             self.res.add(Code.BUILD_TIMEOUT if built.timed_out else Code.COMPILE_ERROR, built.log)
@@ -341,7 +385,7 @@ class Evaluation:
         arch = cuda_arch() if self.device == "cuda" else None
         with ThreadPoolExecutor(1) as builder:
             fut = builder.submit(build_extension, self.cand, self.device, arch, cfg.cache_dir,
-                                 cfg.build_timeout_s)
+                                 cfg.build_timeout_s, self.sandbox)
             self.deadline = time.monotonic() + cfg.timeout_s
             try:
                 with self.on_device():  # (waiting too long for it stays an infra_error)
@@ -380,8 +424,11 @@ class Evaluation:
                 init_seed=self.seeds["init"], init_inputs=self.init_inputs, shm_dir=str(self.shm),
                 policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
                 pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None,
-                inline_builds=str(cfg.cache_dir / "torch_extensions" / "by_source"),
-                light_headers=cfg.inline_light_headers, tensor_header=cfg.inline_tensor_header)
+                inline_builds=(f"{BUILDS_INSIDE}/by_source" if self.builds is not None
+                               else str(cfg.cache_dir / "torch_extensions" / "by_source")),
+                light_headers=cfg.inline_light_headers, tensor_header=cfg.inline_tensor_header,
+                remote_builds=self.builds is not None,
+                requests=self.builds.handle if self.builds is not None else None)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

@@ -40,7 +40,8 @@ from cuda_agent.evaluate.baselines import BaselineCache
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
-from cuda_agent.evaluate.evaluation import Evaluation
+from cuda_agent.evaluate.evaluation import Evaluation, isolation_support
+from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import wait_teardowns
 from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
@@ -115,11 +116,18 @@ class Evaluator(EvaluatorBase):
         per_gpu = -(-self.jobs // len(self.gpus))
         if warm is None:
             warm = 2 * per_gpu + 2
+        sup = isolation_support(self.config)  # (raises under `required` where none can be made)
+        cfg = self.config
+
+        def boxes(gpu: str | None):
+            return (lambda: CandidateBox(sup, cfg.cache_dir, cfg.work_dir, gpu=gpu is not None)) if sup else None
+
         self._pools = {g: WarmPool({"CUDA_VISIBLE_DEVICES": g} if g is not None else {}, size=warm,
                                    output_limit=self.config.output_limit, cuda=g is not None,
                                    warm_device=self.config.warm_spares,
                                    cpus=gpu_local_cpus(g) if self.config.pin_cpus and g is not None else None,
-                                   lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None)
+                                   lock=DeviceLock.of(self.config.cache_dir, "cuda", g) if g is not None else None,
+                                   box=boxes(g))
                        if warm > 0 else None for g in self.gpus}
         self._busy = {g: 0 for g in self.gpus}
         self._gates = {g: Gate(DeviceLock.of(self.config.cache_dir, self.device, g, role="gate")) for g in self.gpus}

@@ -10,10 +10,19 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
+from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.locks import DeviceLock
 from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
 from cuda_agent.evaluate.zygote import Zygote
+
+
+def _become(worker: Worker, role: str, cwd: Path, env: dict[str, str], timeout: float) -> Worker:
+    """A spare takes its role; a sandboxed one works in its sandbox's folder, whatever `cwd` says."""
+    if worker.box is not None:
+        return worker.become(role, worker.box.stage, {**env, **worker.box.env()}, timeout)
+    return worker.become(role, cwd, env, timeout)
 
 
 class WarmPool:
@@ -40,10 +49,14 @@ class WarmPool:
 
     def __init__(self, env: dict[str, str] | None = None, size: int = 2, output_limit: int = 16384,
                  cuda: bool = False, lock: DeviceLock | None = None, zygote: bool = True,
-                 warm_device: bool = False, cpus: set[int] | None = None):
+                 warm_device: bool = False, cpus: set[int] | None = None,
+                 box: Callable[[], CandidateBox] | None = None):
         """`lock`: the device's lock, held shared while a spare creates its CUDA context.
         `warm_device`: spares also warm what a worker's first command would (`EvalConfig.warm_spares`).
-        `cpus`: the CPUs the spares run on (`EvalConfig.pin_cpus`); default: any."""
+        `cpus`: the CPUs the spares run on (`EvalConfig.pin_cpus`); default: any. `box`: makes the
+        sandbox of each spare for candidates (isolate.py): those spares serve candidates only, the
+        others never serve one."""
+        self.box = box
         self.env = scrubbed_env(env or {})
         self.size, self.output_limit = size, output_limit
         flags: list[str] = []  # the spares' command line (worker/serve.py)
@@ -85,9 +98,14 @@ class WarmPool:
         self.fill()
 
     def spawn(self, guard: bool = True) -> Worker:
-        """Start a spare (`guard`: one that warms the op guard); the caller keeps it."""
+        """Start a spare (`guard`: one for candidates, which warms the op guard, in its sandbox
+        where the pool has one); the caller keeps it."""
+        box = self.box() if guard and self.box is not None else None
+        flags = self.flags
+        if box is not None:  # (the device lock's files are not in a sandbox's view)
+            flags = tuple(f for i, f in enumerate(flags) if f != "--lock" and (i == 0 or flags[i - 1] != "--lock"))
         w = Worker("spare", self.dir, self.env, self.output_limit,
-                   *self.flags, *(("--warm-guard",) if guard else ()), zygote=self.zygote)
+                   *flags, *(("--warm-guard",) if guard else ()), zygote=self.zygote, box=box)
         self.forked += w.forked
         return w
 
@@ -135,20 +153,22 @@ class WarmPool:
             # A spare that has finished starting, of the role's kind, else of the other kind; else the
             # oldest of the role's kind (the nearest to ready), else the oldest.
             guard = role == "candidate"
-            order = sorted(range(len(self.spares)), key=lambda i: (
+            boxed = guard and self.box is not None  # only sandboxed spares serve candidates, and only them
+            fits = [i for i, w in enumerate(self.spares) if (w.box is not None) == boxed]
+            order = sorted(fits, key=lambda i: (
                 not self.spares[i].started(), self.spares[i].guard_warm is not guard, i))
-            worker = self.spares.pop(order[0]) if self.spares else None
+            worker = self.spares.pop(order[0]) if order else None
             self.taken += 1
         self.fill()  # the replacement starts while this evaluation runs
         if worker is not None:
             try:
-                return worker.become(role, cwd, env, timeout)
+                return _become(worker, role, cwd, env, timeout)
             except WorkerFailure:  # it died while waiting: start a fresh one
                 worker.close()
         self._wait_for_zygote()  # a fork of it, once warm, starts sooner than a fresh interpreter
         with self.lock:
             self.cold += 1
-        return self.spawn().become(role, cwd, env, timeout)
+        return _become(self.spawn(guard), role, cwd, env, timeout)
 
     def give_back(self, judge: Worker) -> bool:
         """Keep a judge that has forgotten its evaluation and may judge another (worker/judge.py,

@@ -25,6 +25,7 @@ from typing import IO, Any, Callable
 
 from cuda_agent.evaluate.build import package_root
 from cuda_agent.evaluate.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.locks import DeviceLock
 from cuda_agent.evaluate.result import Code
 from cuda_agent.evaluate.zygote import Zygote
@@ -101,27 +102,40 @@ def scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
 
 class Worker:
     def __init__(self, role: str, cwd: Path, env: dict[str, str], output_limit: int, *flags: str,
-                 zygote: Zygote | None = None, log: Path | None = None):
+                 zygote: Zygote | None = None, log: Path | None = None, box: CandidateBox | None = None):
         """A fresh interpreter serving `role` in `cwd` with the environment `env` (already
         scrubbed), or for a spare, a fork of `zygote` when it is warm (zygote.py). `flags`: the
         worker's command-line options (worker/serve.py). `log`: append the process's stdout and
-        stderr to this file instead of keeping their head and tail (`output_limit` bytes)."""
-        self.role, self.cwd = role, cwd
-        forked = zygote_spawn(zygote, list(flags)) if zygote is not None and role == "spare" else None
+        stderr to this file instead of keeping their head and tail (`output_limit` bytes).
+        `box`: the process runs in this sandbox (isolate.py), which it owns and closes."""
+        self.role, self.cwd, self.box = role, cwd, box
+        forked = None
+        if zygote is not None and role == "spare":
+            enter = None
+            if box is not None:
+                try:
+                    box.hold()
+                    enter = box.enter_args()
+                except OSError:
+                    zygote = None  # (a cold start in the sandbox below)
+            forked = zygote_spawn(zygote, list(flags), enter) if zygote is not None else None
+            if forked is None and box is not None and box.holder is not None:
+                box.holder.close()  # (the zygote is not warm: a cold start below, in a sandbox of its own)
+                box.holder = None
         self.forked = forked is not None
         if forked is not None:
             self.proc, parent = forked
         else:
             parent, child = socket.socketpair()
             sink = open(log, "ab") if log is not None else None
+            argv = [sys.executable, "-m", "cuda_agent.evaluate.worker", role, *flags]
+            popen: dict[str, Any] = dict(
+                pass_fds=(child.fileno(),), cwd=box.work if box else cwd,
+                env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
+                stdin=subprocess.DEVNULL, stdout=sink or subprocess.PIPE,
+                stderr=sink or subprocess.PIPE, start_new_session=True)
             try:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "cuda_agent.evaluate.worker", role, *flags],
-                    pass_fds=(child.fileno(),), cwd=cwd,
-                    env={**env, "CUDA_AGENT_CHANNEL_FD": str(child.fileno())},
-                    stdin=subprocess.DEVNULL, stdout=sink or subprocess.PIPE,
-                    stderr=sink or subprocess.PIPE, start_new_session=True,
-                )
+                self.proc = box.start(argv, **popen) if box is not None else subprocess.Popen(argv, **popen)
             finally:
                 child.close()
                 if sink is not None:
@@ -155,9 +169,12 @@ class Worker:
         self.role, self.cwd = role, cwd
         return self
 
-    def call(self, cmd: str, timeout: float, **args: Any) -> dict[str, Any]:
+    def call(self, cmd: str, timeout: float, requests: Callable[[str, dict], dict] | None = None,
+             **args: Any) -> dict[str, Any]:
         """Run the command `cmd` with `args` in the worker; its reply. Raises `WorkerFailure` when
-        the worker reports a failure, misses the deadline (killed), dies or breaks the protocol."""
+        the worker reports a failure, misses the deadline (killed), dies or breaks the protocol.
+        `requests(kind, args)`: answers what the worker asks of the harness during this command
+        (worker/serve.py, `request`; time spent answering does not count against `timeout`)."""
         try:
             if not self.ready:
                 hello = self.chan.recv(timeout=max(timeout, 0.01))
@@ -166,7 +183,16 @@ class Worker:
                 self.ready = True
             self.seq += 1
             self.chan.send({"cmd": cmd, "args": args, "seq": self.seq})
-            reply = self.chan.recv(timeout=max(timeout, 0.01))
+            end = time.monotonic() + timeout
+            while True:
+                reply = self.chan.recv(timeout=max(end - time.monotonic(), 0.01))
+                if "request" not in reply:
+                    break
+                if requests is None or not isinstance(reply.get("args"), dict):
+                    raise ChannelError(f"a request ({str(reply.get('request'))[:40]!r}) where none may be made")
+                t0 = time.monotonic()
+                self.chan.send({"response": requests(str(reply["request"]), reply["args"])})
+                end += time.monotonic() - t0
             if reply.get("seq") != self.seq:
                 raise ChannelError(f"reply out of sequence to `{cmd}` (a forged or stale message)")
         except ChannelTimeout:
@@ -243,6 +269,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             pass
         self.chan.close()
+        if self.box is not None:  # its sandbox ends: whatever its processes left running dies with it
+            self.box.close()
 
     def close(self) -> None:
         """Ask the worker to exit, then kill its process group (nothing the candidate started

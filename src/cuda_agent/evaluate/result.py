@@ -182,6 +182,7 @@ class EvalResult:
     candidate_output: dict[str, Any] = field(default_factory=dict)
     timing_check: dict[str, Any] | None = None  # the harness's clock against the candidate's claims
     weights: dict[str, Any] | None = None  # how the reference's state reached ModelNew (weights.py)
+    isolation: dict[str, Any] = field(default_factory=dict)  # the candidate's sandbox: what held (sandbox.record)
     config: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -43,8 +43,43 @@ REPORT_GRACE_S = 5.0  # a reaped child's exit code reaches the harness within mi
 
 # --- the zygote process ----------------------------------------------------------------------------
 
-def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: list[str]) -> None:
-    """In the forked child: become a spare worker on the given channel and output pipes."""
+def _enter(enter: dict, chan: int) -> None:
+    """Move this fresh fork into the candidate's sandbox (isolate.py, `CandidateBox.hold`): its
+    cgroup, then its namespaces, root and user (`sandbox.enter`), with no descriptor of the
+    zygote's left open but the channel and the output pipes; then fork, so that the worker is in
+    the sandbox's PID namespace. This process stays outside, waits for the worker and exits as it
+    did; the harness's process-group kill reaches both."""
+    from cuda_agent import sandbox
+
+    for d in enter.get("cgroups") or []:
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    keep = {0, 1, 2, chan}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    sandbox.enter(int(enter["pid"]), enter.get("uid"))
+    pid = os.fork()
+    if pid == 0:
+        return
+    for fd in (0, 1, 2, chan):
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: list[str],
+           enter: dict | None = None) -> None:
+    """In the forked child: become a spare worker on the given channel and output pipes (in the
+    sandbox `enter` names, where it names one)."""
     try:
         signal.set_wakeup_fd(-1)
         for fd in wake:
@@ -57,6 +92,8 @@ def _child(sock: socket.socket, wake: tuple[int, int], fds: list[int], flags: li
         os.dup2(err, 2)
         os.close(out)
         os.close(err)
+        if enter is not None:
+            _enter(enter, chan)
         os.environ["CUDA_AGENT_CHANNEL_FD"] = str(chan)
         from cuda_agent.evaluate.worker import serve
 
@@ -118,7 +155,8 @@ def main() -> None:
                 except ProcessLookupError:
                     pass
             os._exit(0)
-        flags = json.loads(msg).get("flags", [])
+        request = json.loads(msg)
+        flags, enter = request.get("flags", []), request.get("enter")
         if len(fds) != 3 or not all(isinstance(f, str) for f in flags):
             for fd in fds:
                 os.close(fd)
@@ -128,7 +166,7 @@ def main() -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(sock, (wake_r, wake_w), fds, flags)
+            _child(sock, (wake_r, wake_w), fds, flags, enter)
         for fd in fds:
             os.close(fd)
         children.add(pid)
@@ -180,14 +218,15 @@ class Zygote:
                 self._cond.notify_all()
 
     def fork(self, flags: list[str], chan: int, stdout: int, stderr: int,
-             timeout: float = 10.0) -> int | None:
-        """A worker forked with these fds as its channel, stdout and stderr; its pid, or None (the
-        zygote not warm yet, or gone)."""
+             timeout: float = 10.0, enter: dict | None = None) -> int | None:
+        """A worker forked with these fds as its channel, stdout and stderr (in the sandbox `enter`
+        names: `_enter`); its pid, or None (the zygote not warm yet, or gone)."""
         if not self.ready.is_set() or self.dead:
             return None
         with self._request:
             try:
-                socket.send_fds(self.sock, [json.dumps({"flags": flags}).encode()], [chan, stdout, stderr])
+                socket.send_fds(self.sock, [json.dumps({"flags": flags, "enter": enter}).encode()],
+                                [chan, stdout, stderr])
             except OSError:
                 return None
             with self._cond:
@@ -255,13 +294,14 @@ class ForkedProcess:
         return self.returncode
 
 
-def spawn(zygote: Zygote, flags: list[str]) -> tuple[ForkedProcess, socket.socket] | None:
-    """A spare worker forked by `zygote`: (its process, the harness's end of its channel), or None."""
+def spawn(zygote: Zygote, flags: list[str], enter: dict | None = None) -> tuple[ForkedProcess, socket.socket] | None:
+    """A spare worker forked by `zygote` (into the sandbox `enter` names): (its process, the
+    harness's end of its channel), or None."""
     parent, child = socket.socketpair()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        pid = zygote.fork(flags, child.fileno(), out_w, err_w)
+        pid = zygote.fork(flags, child.fileno(), out_w, err_w, enter=enter)
     finally:
         child.close()
         os.close(out_w)

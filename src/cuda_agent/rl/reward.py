@@ -63,7 +63,7 @@ def shared_evaluator(fields: dict[str, Any] | None = None) -> EvaluatorBase:
             from cuda_agent.evaluate.config import default_service_mode
             from cuda_agent.evaluate.service import connect
 
-            config = EvalConfig(**fields)
+            config = EvalConfig(**{"isolation": "required", **fields})  # model-written code, unattended
             client, how = connect(config, default_service_mode())
             print(f"cuda-agent reward: {how}", file=sys.stderr)
             _EVALUATORS[key] = ev = client or Evaluator(config)

@@ -182,7 +182,7 @@ class CudaAgentLoop(ToolAgentLoop):
                 with _ENVS_LOCK:
                     _ENVS.pop(env_id, None)
                 await asyncio.to_thread(env.close)
-            cfg = EvalConfig(**self.eval_fields)
+            cfg = EvalConfig(**{"isolation": "required", **self.eval_fields})  # model-written code, unattended
             result = await asyncio.to_thread(final_verdict, task, env.workspace, cfg, shared_evaluator(self.eval_fields))
             messages = list(self.agent_data.messages) if self.agent_data is not None else []
             invalid = sum(not ok for ok in self.ok.values())

@@ -229,14 +229,25 @@ print(json.dumps(sorted(n for n in dir(mod) if not n.startswith("_"))))
 """
 
 
-def _probe(so_path: Path) -> tuple[list[str] | None, str]:
-    """Load the built module in a fresh interpreter: (its ops, "") or (None, the error)."""
+def _probe(so_path: Path, sup=None, cache_dir: Path | None = None) -> tuple[list[str] | None, str]:
+    """Load the built module in a fresh interpreter (in a sandbox where `sup` gives one: loading
+    runs the module's static initialisers, candidate code): (its ops, "") or (None, the error)."""
+    from cuda_agent.evaluate.isolate import build_spec
+    from cuda_agent.sandbox import hand_over, start
+
     with tempfile.TemporaryDirectory(prefix="cuda-agent-probe-") as cwd:
+        argv = [sys.executable, "-c", _PROBE, str(so_path)]
+        popen = dict(cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        if sup is not None:
+            hand_over(Path(cwd), sup)
+        proc = start(build_spec(Path(cwd), cache_dir), argv, sup, **popen) if sup is not None else subprocess.Popen(argv, **popen)
         try:
-            out = subprocess.run([sys.executable, "-c", _PROBE, str(so_path)], cwd=cwd, capture_output=True,
-                                 text=True, timeout=300, stdin=subprocess.DEVNULL)
+            stdout, stderr = proc.communicate(timeout=300)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             return None, "loading the module did not finish within 300 s (a static initialiser hangs?)"
+        out = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     if out.returncode == 0:
         try:
             return json.loads(out.stdout.strip().splitlines()[-1]), ""
@@ -265,10 +276,13 @@ def _compile(candidate, device: str, as_json: bool) -> int:
         print(json.dumps({"ok": False, "device": device, "sources": [], "message": msg}) if as_json else msg)
         return EXIT_FAILED
     # The same architecture as the evaluator's build, so this build is the one verification reuses.
+    from cuda_agent.evaluate.evaluation import isolation_support
+
+    sup = isolation_support(cfg)
     built = build_extension(candidate, device, cuda_arch() if device == "cuda" else None, cfg.cache_dir,
-                            cfg.build_timeout_s)
+                            cfg.build_timeout_s, sup)
     assert built is not None
-    ops, load_error = _probe(built.so_path) if built.ok else (None, "")
+    ops, load_error = _probe(built.so_path, sup, cfg.cache_dir) if built.ok else (None, "")
     ok = built.ok and ops is not None
     if as_json:
         print(json.dumps({"ok": ok, "device": device, "sources": [f"kernels/{s}" for s in sources],

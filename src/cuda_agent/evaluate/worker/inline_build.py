@@ -60,6 +60,7 @@ TENSOR_HEADERS = Path(__file__).with_name("tensor_headers")
 KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
+_remote: Callable[..., dict[str, Any]] | None = None  # a sandboxed runner's builds go to the harness
 
 
 def _host_words(cflags: list[str], post_cflags: list[str]) -> list[str]:
@@ -83,6 +84,8 @@ def pch_command(cxx: str, cflags: list[str], post_cflags: list[str], header: Pat
 
 def _start_pch(root: Path, digest: str, cmd_for: Callable[[Path, Path], list[str]]) -> None:
     """Start building the precompiled header `root/digest` unless another process is on it."""
+    if _remote is not None:
+        return  # (asked of the harness in `_add_pch`)
     building = nvcc_pch.Building(root, digest, HEADER, b"#pragma once\n#include <torch/extension.h>\n",
                                  lambda header: cmd_for(header, header.with_name(f"{HEADER}.gch")), keep=KEEP)
     if building.proc is not None:
@@ -201,6 +204,8 @@ def _add_pch(bound: inspect.BoundArguments, root: Path, previous: str | None) ->
         if previous is not None:
             use = have and include in previous  # an earlier build here: keep its choice
         elif not have:
+            if _remote is not None:  # the harness builds it with its own compiler, in a sandbox
+                _remote("pch", cflags=cflags, post_cflags=post)
             _start_pch(root, digest, lambda h, o: pch_command(cxx, cflags, post, h, o))
             use = False
         else:
@@ -212,18 +217,35 @@ def _add_pch(bound: inspect.BoundArguments, root: Path, previous: str | None) ->
         pass  # no precompiled header: the build is as torch makes it
 
 
+def _remote_ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
+    """torch's `_run_ninja_build`, for a sandboxed runner: the harness runs ninja on a copy of the
+    folder in a sandbox of its own (it may publish the result for later candidates, which a build
+    in the candidate's own process could forge), then puts what it built into the folder."""
+    done = _remote("ninja", dir=os.path.realpath(build_directory))
+    if verbose and done.get("log"):
+        print(done["log"], flush=True)
+    if not done.get("ok"):
+        raise RuntimeError(f"{error_prefix}: {done.get('log', '')}")
+
+
 def install(pch_root: str | os.PathLike[str] | None, builds_root: str | os.PathLike[str] | None,
-            light_headers: bool = False, tensor_header: bool = False) -> None:
+            light_headers: bool = False, tensor_header: bool = False,
+            remote: Callable[..., dict[str, Any]] | None = None) -> None:
     """Hook torch's ninja-file writer and its `load_inline`/`load` for this process (the runner,
     before the candidate's code runs). `pch_root`: where precompiled headers live (None: none are
     used); `builds_root`: where `load_inline` calls without a build folder build (None: in torch's
     default folder, TORCH_EXTENSIONS_DIR/<name>); `light_headers`: CUDA units that include
     torch/extension.h are compiled first with torch's tensor API in its place; `tensor_header`:
-    with the lighter tensor header before that."""
+    with the lighter tensor header before that. `remote`: the runner is sandboxed, and its builds
+    are the harness's (`serve.request`): ninja runs there, and so do new precompiled headers."""
     import torch.utils.cpp_extension as ce
 
+    global _remote
     if getattr(ce.load_inline, "_cuda_agent", False):
         return
+    if remote is not None and hasattr(ce, "_run_ninja_build"):
+        _remote = remote
+        ce._run_ninja_build = _remote_ninja
     writer = getattr(ce, "_write_ninja_file", None)
     if (pch_root is not None or light_headers) and writer is not None and {
             "path", "cflags", "post_cflags", "with_cuda"} <= set(inspect.signature(writer).parameters):

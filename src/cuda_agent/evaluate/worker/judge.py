@@ -30,8 +30,18 @@ def _nbytes(*values: Any, on: str | None = None) -> int:
                if on is None or t.device.type == on)
 
 
+def preload() -> None:
+    """Import every module the judge uses, before any candidate code runs anywhere: a module
+    imported later is read from disk then, and a candidate that could write to the installed
+    package (no sandbox) would decide what the judge runs."""
+    import torch  # noqa: F401
+
+    from cuda_agent.evaluate import compare, device, transport, weights  # noqa: F401
+
+
 class Judge:
     def __init__(self) -> None:
+        preload()
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None

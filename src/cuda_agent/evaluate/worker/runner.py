@@ -91,7 +91,8 @@ class Runner:
                  init_inputs: dict[str, Any], shm_dir: str, policy: str,
                  touch: str, ipc_segments: bool = True, stream_check: bool = False,
                  pch_dir: str | None = None, inline_builds: str | None = None,
-                 light_headers: bool = False, tensor_header: bool = False) -> dict[str, Any]:
+                 light_headers: bool = False, tensor_header: bool = False,
+                 remote_builds: bool = False) -> dict[str, Any]:
         import torch
 
         from cuda_agent.evaluate import guard, weights
@@ -107,13 +108,14 @@ class Runner:
         os.chdir(stage_dir)
         sys.path.insert(0, stage_dir)
         self.code_root = stage_dir  # the candidate's files: the frames its error messages show
-        if (pch_dir or inline_builds or light_headers) and "cpp_extension" in (Path(stage_dir) / "model_new.py").read_text(
-                errors="replace"):
-            from cuda_agent.evaluate.worker import inline_build
+        if (pch_dir or inline_builds or light_headers or remote_builds) and "cpp_extension" in (
+                Path(stage_dir) / "model_new.py").read_text(errors="replace"):
+            from cuda_agent.evaluate.worker import inline_build, serve
 
             # its own load_inline builds: a precompiled torch/extension.h, a folder by their sources,
-            # CUDA units through a light torch/extension.h first
-            inline_build.install(pch_dir, inline_builds, light_headers, tensor_header)
+            # CUDA units through a light torch/extension.h first; in a sandbox, built by the harness
+            inline_build.install(pch_dir, inline_builds, light_headers, tensor_header,
+                                 remote=serve.request if remote_builds else None)
         self.integrity = guard.Integrity()  # before any candidate code runs
         self.extension_claim = claim_extension_dir()
         if extension:

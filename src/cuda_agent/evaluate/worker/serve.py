@@ -31,6 +31,22 @@ WARM_SEGMENT_BYTES = 256 << 20  # device memory a fully warmed spare leaves in t
 HARNESS_WATCH_S = 1.0  # how often a worker looks whether the process that started it is alive
 
 
+_CHANNEL: Channel | None = None  # this process's channel, for `request`
+
+
+def request(kind: str, **args: Any) -> dict[str, Any]:
+    """Ask the harness for something only it may do (a sandboxed candidate's builds: isolate.py,
+    `Builds`), in the middle of a command, and wait for its answer. Raises RuntimeError where the
+    harness refuses or the channel breaks."""
+    if _CHANNEL is None:
+        raise RuntimeError("no channel to the harness in this process")
+    _CHANNEL.send({"request": kind, "args": args})
+    msg = _CHANNEL.recv()
+    if "response" not in msg or not isinstance(msg["response"], dict):
+        raise RuntimeError(f"the harness did not answer the request {kind!r}")
+    return msg["response"]
+
+
 def serve(handler: Any, chan: Channel) -> None:
     """Answer the harness's commands with `handler.cmd_<name>(**args)` until `exit` or the channel
     closes. An exception becomes a failure reply with its reason code; the process lives on."""
@@ -175,8 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     exit_with_harness()  # first: the guard's thread count is taken after it
     args = parse_args(sys.argv[1:] if argv is None else argv)
     role = args.role
+    global _CHANNEL
     fd = int(os.environ.pop("CUDA_AGENT_CHANNEL_FD"))
-    chan = Channel(socket.socket(fileno=fd))
+    chan = _CHANNEL = Channel(socket.socket(fileno=fd))
     if args.cpus:  # a spare of a GPU's pool: run on that GPU's NUMA node
         from cuda_agent.evaluate.device import parse_cpulist
 

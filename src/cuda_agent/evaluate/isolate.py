@@ -1,0 +1,451 @@
+"""The candidate's process in an operating-system sandbox (`cuda_agent.sandbox`), and its builds.
+
+A `CandidateBox` is one candidate process's sandbox: a folder of its own (`work`: the staged
+sources, its temporary files, its build folders), a shared-memory folder for the buffers the judge
+maps (`shm`), a cgroup where the machine allows, and the view of the machine it gets: everything
+read-only, the evaluator's cache hidden but for the built libraries and precompiled headers it may
+load (read-only), the home folders and the service's socket hidden, no network, a PID namespace
+of its own. Spares of a warm pool get theirs when they start (a `sandbox.Holder` that the zygote's
+fork enters); a cold candidate starts in its own with bwrap.
+
+Builds never run in the candidate's process: what it compiled there, it could have rewritten, so
+it could not be shared with later candidates. Its `load_inline`/`load` calls ask the harness
+instead (`worker.serve.request`, answered by `Builds.handle` during the `load` command):
+
+- `ninja`: the harness copies the build folder's sources and ninja file, keys them (with the
+  folder's path inside the sandbox, the same for every candidate, and the toolchain), and either
+  finds that key built in `cache/builds/inline/` or runs ninja on the copy in a sandbox of its own
+  whose only writable folder is the copy, then publishes it; it then puts the outputs into the
+  candidate's folder, and torch imports them from there.
+- `pch`: a precompiled torch/extension.h for the host unit's flags, built by the harness with its
+  own compiler in a sandbox whose only writable folder is the header's, and published under the
+  digest the harness computes (`inline_build.flags_digest`).
+
+A key covers everything a build reads that could differ between two candidates: a build that reads
+a path of the candidate's own folder names it in its sources or ninja file, and that path is unique
+to one sandbox, so such a key is never found by another candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from cuda_agent import sandbox
+from cuda_agent.evaluate.worker import inline_build, nvcc_pch
+
+BUILDS_INSIDE = "/tmp/cuda-agent-builds"  # where a candidate's build folders are, inside its sandbox
+MAX_INPUT_BYTES = 64 << 20  # the sources and ninja file of one build
+OUTPUT_SUFFIXES = (".o", ".so", ".ninja_log", ".ninja_deps", ".lock", ".gch")
+NOT_INPUTS = {"lock", ".cuda-agent.lock", ".ninja_log", ".ninja_deps", ".cuda-agent-pch"}
+LOG_LIMIT = 20000
+PCH_REQUESTS = ".cuda-agent-pch"  # in a build's folder: its requests for nvcc's headers (nvcc_pch.ask)
+
+
+def cache_views(cache_dir: Path) -> list[str]:
+    """The cache folders a candidate reads (read-only): workspace builds, precompiled headers."""
+    out = []
+    for name in ("builds", "pch", "pch-nvcc"):
+        d = cache_dir / name
+        d.mkdir(parents=True, exist_ok=True)
+        out.append(str(d))
+    return out
+
+
+def hidden_folders(cache_dir: Path) -> list[str]:
+    """The evaluator's own folders a sandbox must not see: its cache and the service's sockets."""
+    from cuda_agent.evaluate.service import socket_path
+
+    return [str(cache_dir), str(Path(socket_path()).parent)]
+
+
+def build_spec(folder: Path, cache_dir: Path) -> sandbox.Spec:
+    """A build's sandbox: only its own folder writable, the cache's headers readable."""
+    return sandbox.Spec(writable=[str(folder)], readable=cache_views(Path(cache_dir)),
+                        hidden=hidden_folders(Path(cache_dir)), cwd=str(folder),
+                        limits=sandbox.Limits(memory_bytes=memory_limit(), pids=4096))
+
+
+def memory_limit() -> int:
+    """A candidate's host memory: three quarters of the machine's, at most 64 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 64 << 30
+    return min(64 << 30, total * 3 // 4)
+
+
+class CandidateBox:
+    """The sandbox of one candidate process (module docstring)."""
+
+    def __init__(self, sup: sandbox.Support, cache_dir: Path, work_dir: Path | None, gpu: bool):
+        pid = os.getpid()
+        self.sup, self.cache_dir = sup, Path(cache_dir)
+        self.work = Path(tempfile.mkdtemp(prefix=f"cuda-agent-eval-{pid}-", dir=work_dir))
+        shm_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.shm = Path(tempfile.mkdtemp(prefix=f"cuda-agent-shm-{pid}-", dir=work_dir or shm_root))
+        self.stage, self.tmp, self.builds = self.work / "stage", self.work / "tmp", self.work / "builds"
+        for d in (self.stage, self.tmp, self.builds):
+            d.mkdir()
+        if sup.uid is not None:
+            for d in (self.work, self.stage, self.tmp, self.builds, self.shm):
+                os.chown(d, sup.uid, sup.uid)
+        limits = sandbox.Limits(memory_bytes=memory_limit())
+        self.cgroup = sandbox.Cgroup(limits) if sup.cgroup else None
+        self.spec = sandbox.Spec(writable=[str(self.work), str(self.shm)], mapped=[(str(self.builds), BUILDS_INSIDE)],
+                                 readable=cache_views(self.cache_dir), hidden=hidden_folders(self.cache_dir),
+                                 gpu=gpu, limits=limits)
+        self.holder: sandbox.Holder | None = None
+        self.builds_service: Builds | None = None
+
+    def env(self) -> dict[str, str]:
+        """The candidate's environment beside the evaluation's."""
+        return {"TMPDIR": str(self.tmp), "TORCH_EXTENSIONS_DIR": f"{BUILDS_INSIDE}/torch_extensions",
+                "HOME": str(self.tmp)}
+
+    def hold(self) -> sandbox.Holder:
+        """An empty sandbox for a zygote's fork to enter."""
+        self.holder = sandbox.Holder(self.spec, self.sup, self.cgroup)
+        return self.holder
+
+    def enter_args(self) -> dict[str, Any]:
+        """What the zygote's child needs to enter the held sandbox (zygote.py)."""
+        return {"pid": self.holder.pid, "uid": self.sup.uid,
+                "cgroups": [str(d) for d in self.cgroup.dirs] if self.cgroup else []}
+
+    def start(self, argv: list[str], **popen: Any) -> subprocess.Popen:
+        """A cold process in the sandbox."""
+        return sandbox.start(self.spec, argv, self.sup, self.cgroup, **popen)
+
+    def isolation(self) -> dict[str, Any]:
+        rec = sandbox.record(self.sup, self.spec, self.cgroup)
+        rec["builds"] = "in sandboxes of their own, by the harness"
+        if self.cgroup:
+            rec["limits_hit"] = self.cgroup.hit()
+        return rec
+
+    def builds_for(self, timeout_s: float) -> "Builds":
+        self.builds_service = Builds(self, timeout_s)
+        return self.builds_service
+
+    def close(self) -> None:
+        """End the sandbox (what still runs in it dies) and remove its folders."""
+        try:
+            if self.builds_service is not None:
+                self.builds_service.close()
+            if self.holder is not None:
+                self.holder.close()
+            if self.cgroup is not None:
+                self.cgroup.close()
+        finally:
+            shutil.rmtree(self.work, ignore_errors=True)
+            shutil.rmtree(self.shm, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _dir_fd(root: Path, rel: Path):
+    """A descriptor of `root/rel`, every component opened without following a symbolic link (the
+    candidate owns the tree; the harness must not be led out of it)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in rel.parts:
+            if part in ("", ".", ".."):
+                raise OSError(f"bad path component {part!r}")
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def toolchain() -> list[Any]:
+    """What a build's output depends on beside its inputs: torch's and Python's versions, the
+    compilers a ninja file may name, this package's version."""
+    def version(prog: str) -> str:
+        try:
+            return subprocess.run([prog, "--version"], capture_output=True, text=True, timeout=30).stdout[:400]
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    def dist(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return ""
+
+    return [sys.version, dist("torch"), dist("cuda-agent"), version(os.environ.get("CXX", "c++")),
+            version(shutil.which("nvcc") or "nvcc"), os.environ.get("TORCH_CUDA_ARCH_LIST")]
+
+
+class BuildRefused(Exception):
+    """A request the harness will not carry out (malformed, outside the candidate's folder)."""
+
+
+class Builds:
+    """The harness's side of a sandboxed candidate's builds (module docstring): `handle` answers
+    one request of the candidate's process."""
+
+    def __init__(self, box: CandidateBox, timeout_s: float):
+        self.box, self.timeout_s = box, timeout_s
+        self.root = box.cache_dir / "builds" / "inline"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.pch_root = box.cache_dir / "pch"
+        self.pending: list[threading.Thread] = []
+        self.seconds = 0.0
+        self.count = 0
+
+    def handle(self, kind: str, args: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.monotonic()
+        try:
+            if kind == "ninja":
+                return self._ninja(args.get("dir"))
+            if kind == "pch":
+                return self._pch(args.get("cflags"), args.get("post_cflags"))
+            raise BuildRefused(f"unknown request {kind!r}")
+        except BuildRefused as exc:
+            return {"ok": False, "log": f"cuda-agent refused the build: {exc}"}
+        finally:
+            self.seconds += time.monotonic() - t0
+            self.count += 1
+
+    # -- ninja --
+    def _ninja(self, inside: Any) -> dict[str, Any]:
+        if not isinstance(inside, str) or not inside.startswith(BUILDS_INSIDE + "/"):
+            raise BuildRefused(f"a build folder must be under {BUILDS_INSIDE}, not {inside!r}")
+        rel = Path(inside).relative_to(BUILDS_INSIDE)
+        try:
+            inputs = self._read_inputs(rel)
+        except OSError as exc:
+            raise BuildRefused(f"{inside}: {exc}") from None
+        key = hashlib.sha256(json.dumps([inside, sorted((n, hashlib.sha256(b).hexdigest()) for n, b in inputs.items()),
+                                         toolchain()]).encode()).hexdigest()[:32]
+        final, failed = self.root / key, self.root / f"{key}.failed"
+        timed_out = None
+        if not final.is_dir() and not failed.is_file():
+            timed_out = self._build(inside, inputs, final, failed)
+        self._finish_pch()
+        if timed_out is not None:
+            return {"ok": False, "log": timed_out}
+        if failed.is_file() and not final.is_dir():
+            return {"ok": False, "log": failed.read_text(errors="replace")}
+        self._deliver(final, rel)
+        log = (final / ".cuda-agent-log").read_text(errors="replace") if (final / ".cuda-agent-log").is_file() else ""
+        return {"ok": True, "log": log}
+
+    def _read_inputs(self, rel: Path) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        total = 0
+        with _dir_fd(self.box.builds, rel) as dfd:
+            for name in os.listdir(dfd):
+                if name in NOT_INPUTS or name.endswith(OUTPUT_SUFFIXES):
+                    continue
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+                except OSError:
+                    continue  # a link or something not to read
+                with os.fdopen(fd, "rb") as f:
+                    if not _regular(fd):
+                        continue
+                    data = f.read(MAX_INPUT_BYTES + 1 - total)
+                total += len(data)
+                if total > MAX_INPUT_BYTES:
+                    raise OSError(f"the build's inputs exceed {MAX_INPUT_BYTES >> 20} MiB")
+                out[name] = data
+        if "build.ninja" not in out:
+            raise OSError("no build.ninja")
+        return out
+
+    def _build(self, inside: str, inputs: dict[str, bytes], final: Path, failed: Path) -> str | None:
+        """Build into `final`, or record the compiler's failure in `failed` (the same sources fail
+        the same way); a build cut by the time limit is not recorded: its message is returned."""
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
+        try:
+            for name, data in inputs.items():
+                (staging / name).write_bytes(data)
+            sandbox.hand_over(staging, self.box.sup)
+            # The candidate's folder is readable (`load` compiles its staged files): a build that reads
+            # it names its path, which is this sandbox's alone, so its key is never another's.
+            spec = sandbox.Spec(mapped=[(str(staging), inside)],
+                                readable=[*cache_views(self.box.cache_dir), str(self.box.stage)],
+                                hidden=hidden_folders(self.box.cache_dir), gpu=False, cwd=inside,
+                                limits=sandbox.Limits(memory_bytes=memory_limit(), pids=4096))
+            argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
+            code, log = run(spec, argv, self.box.sup, self.timeout_s,
+                            env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
+            if code is None:
+                return f"the build did not finish within {self.timeout_s:.0f} s\n{log}"
+            self._nvcc_headers(staging / PCH_REQUESTS)
+            if code == 0:
+                (staging / ".cuda-agent-log").write_text(log)
+                with contextlib.suppress(OSError):
+                    staging.rename(final)  # whole or not at all; a concurrent build of the key won
+            else:
+                failed.write_text(log)
+            return None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _deliver(self, final: Path, rel: Path) -> None:
+        """Copy the build's outputs into the candidate's folder (new files, renamed into place: a
+        link the candidate left there is replaced, never followed)."""
+        uid = self.box.sup.uid
+        with _dir_fd(self.box.builds, rel) as dfd:
+            for src in final.iterdir():
+                if not src.name.endswith(OUTPUT_SUFFIXES) and src.name not in (".ninja_log", ".ninja_deps"):
+                    continue
+                tmp = f".cuda-agent-{os.getpid()}-{src.name}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755, dir_fd=dfd)
+                with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+                    shutil.copyfileobj(f, out)
+                    if uid is not None:
+                        os.fchown(out.fileno(), uid, uid)
+                os.replace(tmp, src.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+    def _nvcc_headers(self, requests: Path) -> None:
+        """Build the headers for nvcc's final host compiles that the build asked for (nvcc_pch.ask):
+        the key and the header's text are derived here again from the compile's command and
+        cudafe++'s output (`nvcc_pch.split`), so what is published under a key is what its inputs
+        make; a prefix is built the second time it is seen, as nvcc_pch does."""
+        if not requests.is_dir():
+            return
+        from cuda_agent.evaluate.process import scrubbed_env
+
+        root = self.box.cache_dir / "pch-nvcc"
+        try:
+            asks = sorted(requests.glob("*.json"))[:4]
+            for req in asks:
+                try:
+                    spec = json.loads(req.read_text())
+                    argv, source = spec["argv"], spec["source"]
+                    text = req.with_suffix(".cpp").read_bytes()
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+                if not (_strings(argv) and argv and isinstance(source, str)):
+                    continue
+                s = nvcc_pch.split(text, argv, source, scrubbed_env({}))
+                if s is None or (root / s.key / f"{nvcc_pch.HEADER}.gch").is_file():
+                    continue
+                seen = root / f"{s.key}.seen"
+                if not seen.exists():
+                    seen.touch()
+                    continue
+                if (root / f"{s.key}.failed").exists():
+                    continue
+                self._header(root, s.key, nvcc_pch.HEADER, s.header_text + b"\n",
+                             lambda header, a=argv, src=source: nvcc_pch.header_command(a, src, header),
+                             nvcc_pch.KEEP)
+        finally:
+            shutil.rmtree(requests, ignore_errors=True)
+
+    def _header(self, root: Path, key: str, name: str, text: bytes, command, keep: int) -> None:
+        """Build a precompiled header `root/key/<name>.gch` from `text` by `command(header path)` in
+        a sandbox whose only writable folder is the header's, and publish it whole (one rename over
+        the empty mount point), keeping the `keep` most recently used; a failure leaves
+        `root/key.failed`."""
+        final = root / key
+        try:
+            final.mkdir(parents=True)  # the mount point of the build's folder; replaced by the rename
+        except FileExistsError:
+            return  # another evaluation is building it
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        try:
+            (staging / name).write_bytes(text)
+            sandbox.hand_over(staging, self.box.sup)
+            spec = sandbox.Spec(mapped=[(str(staging), str(final))], readable=cache_views(self.box.cache_dir),
+                                hidden=hidden_folders(self.box.cache_dir), cwd=str(final),
+                                limits=sandbox.Limits(memory_bytes=memory_limit()))
+            code, _ = run(spec, command(final / name), self.box.sup, nvcc_pch.BUILD_TIMEOUT_S)
+            if code == 0 and (staging / f"{name}.gch").is_file():
+                os.chmod(staging, 0o755)
+                staging.rename(final)  # over the empty mount point
+                nvcc_pch.prune(root, keep)
+            else:
+                (root / f"{key}.failed").touch()
+                final.rmdir()
+        except OSError:
+            with contextlib.suppress(OSError):
+                final.rmdir()
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # -- precompiled headers --
+    def _pch(self, cflags: Any, post: Any) -> dict[str, Any]:
+        if not (_strings(cflags) and _strings(post)):
+            raise BuildRefused("cflags and post_cflags must be lists of strings")
+        cxx = os.environ.get("CXX", "c++")
+        digest = inline_build.flags_digest(cxx, cflags, post)
+        final = self.pch_root / digest
+        if (final / f"{inline_build.HEADER}.gch").is_file() or (self.pch_root / f"{digest}.failed").is_file():
+            return {"ok": True, "path": str(final / inline_build.HEADER)}
+        thread = threading.Thread(target=self._build_pch, args=(cxx, cflags, post, digest), daemon=True)
+        thread.start()
+        self.pending.append(thread)
+        return {"ok": True, "path": str(final / inline_build.HEADER), "started": True}
+
+    def _build_pch(self, cxx: str, cflags: list[str], post: list[str], digest: str) -> None:
+        self._header(self.pch_root, digest, inline_build.HEADER, b"#pragma once\n#include <torch/extension.h>\n",
+                     lambda header: inline_build.pch_command(cxx, cflags, post, header,
+                                                             header.with_name(f"{header.name}.gch")),
+                     inline_build.KEEP)
+
+    def _finish_pch(self) -> None:
+        """Wait for the headers this candidate's builds started: nothing of them runs once its
+        build is done (its timing comes later)."""
+        for t in self.pending:
+            t.join(nvcc_pch.BUILD_TIMEOUT_S)
+        self.pending.clear()
+
+    def close(self) -> None:
+        """Nothing to wait for: a header still building publishes itself whole, or not at all."""
+        self.pending.clear()
+
+
+def _strings(x: Any) -> bool:
+    return isinstance(x, list) and len(x) < 1000 and all(isinstance(s, str) and len(s) < 10000 for s in x)
+
+
+def _regular(fd: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def run(spec: sandbox.Spec, argv: list[str], sup: sandbox.Support, timeout_s: float,
+        env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Run `argv` in a sandbox of its own to its end or `timeout_s`: (exit code or None on timeout,
+    its output, bounded). `env`: beside the workers' scrubbed environment."""
+    from cuda_agent.evaluate.process import scrubbed_env
+
+    cgroup = sandbox.Cgroup(spec.limits) if sup.cgroup else None
+    try:
+        proc = sandbox.start(spec, argv, sup, cgroup, env=scrubbed_env(env or {}), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, 9)
+            out, _ = proc.communicate()
+            code = None
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+    text = out.decode(errors="replace")
+    if len(text) > LOG_LIMIT:
+        text = text[: LOG_LIMIT // 2] + "\n[...]\n" + text[-LOG_LIMIT // 2:]
+    return code, text
