@@ -450,6 +450,15 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
+def _ours(path: str) -> bool:
+    """Made by this process, or by one that is gone: a directory's name carries its maker's pid
+    (another process's warm pool keeps idle spares' folders for as long as it runs)."""
+    m = re.match(r"cuda-agent-(?:eval|shm)-(\d+)-", os.path.basename(path))
+    if m is None or int(m.group(1)) == os.getpid():
+        return True
+    return not os.path.exists(f"/proc/{m.group(1)}")
+
+
 def _in_use(path: str) -> bool:
     """True while some live process works in `path` (its cwd, a file open or mapped from it): an
     evaluation still running elsewhere (another pytest, a CLI run), not a leftover of ours."""
@@ -483,7 +492,7 @@ def nothing_left_behind():
     # the same names: whatever is not ours disappears when they end, so only what stays is reported.
     deadline = time.monotonic() + 90
     while True:
-        paths = {p for p in _eval_paths() - paths_before if not _in_use(p)}
+        paths = {p for p in _eval_paths() - paths_before if _ours(p) and not _in_use(p)}
         procs = _descendants(os.getpid()) - procs_before
         if (not paths and not procs) or time.monotonic() > deadline:
             break

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from cuda_agent import sandbox
 from cuda_agent.evaluate import Code, EvalConfig, EvalResult, evaluate, load_candidate, milestone_reward
 from cuda_agent.evaluate.result import TimeStats
 from cuda_agent.tasks import load_task
@@ -226,14 +228,13 @@ def test_workers_end_when_their_harness_is_killed(tmp_path, cache_dir):
     """A worker busy in a command (here a candidate spinning in __init__) does not read its channel;
     when the harness is killed outright it must still go, with what it started, instead of holding
     a core (or a GPU) for good."""
-    pidfile = tmp_path / "worker.pid"
+    tag = f"cuda-agent-orphan-{uuid.uuid4().hex}"  # (a sandboxed candidate writes no file outside its folder)
     body = f"""
     import os, subprocess, sys
     class ModelNew(nn.Module):
         def __init__(self, f):
             super().__init__()
-            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-            open({str(pidfile)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", {tag!r}])
             while True:
                 pass
     """
@@ -247,10 +248,12 @@ def test_workers_end_when_their_harness_is_killed(tmp_path, cache_dir):
         """)])
     try:
         deadline = time.monotonic() + 120
-        while not pidfile.exists() or len(pidfile.read_text().split()) < 2:
+        while not (found := subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()):
             assert time.monotonic() < deadline and harness.poll() is None, "the candidate never started"
             time.sleep(0.2)
-        pids = [int(p) for p in pidfile.read_text().split()]
+        child = int(found[0])
+        with open(f"/proc/{child}/stat") as f:
+            pids = [child, int(f.read().rsplit(")", 1)[1].split()[1])]  # and its parent, the candidate
     finally:
         harness.kill()
         harness.wait()
@@ -296,13 +299,20 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(t
     a folder of its own, and the build must still land, and be found again, in the caller's."""
     monkeypatch.chdir(tmp_path)
     path = candidate(tmp_path, INLINE_CPU, "inline.py")
-    first = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600)
+    # unsandboxed, the candidate builds in a folder of the cache that later evaluations share
+    first = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600, isolation="off")
     assert first.correct, first.reasons
     [build] = (tmp_path / "rel-cache" / "torch_extensions" / "by_source").glob(f"{STALE_LOCK_NAME}-*")
     (build / "lock").write_text("")  # as a build killed before it finished leaves it
-    res = run(tmp_path, path, Path("rel-cache"), build_timeout_s=90)
+    res = run(tmp_path, path, Path("rel-cache"), build_timeout_s=90, isolation="off")
     assert res.correct, res.reasons
     assert not (build / "lock").exists()
+    # sandboxed, the harness builds (evaluate/isolate.py) in the caller's cache too, and finds it again
+    if sandbox.support().ok:
+        for _ in range(2):
+            res = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600)
+            assert res.correct and res.isolation["level"] == "sandbox", res.reasons
+        assert len(list((tmp_path / "rel-cache" / "builds" / "inline").iterdir())) == 1
 
 
 def test_a_live_evaluations_build_lock_is_left_alone(tmp_path, monkeypatch):
@@ -349,17 +359,16 @@ def test_stale_directories_of_killed_evaluations_are_swept(tmp_path, cache_dir):
 def test_a_child_process_left_running_is_hidden_work_and_is_killed(tmp_path, cache_dir):
     import os
 
-    pidfile = tmp_path / "child.pid"
+    seconds = f"1000.{uuid.uuid4().int % 10**12}"  # a command line to find it by, from outside its sandbox
     body = ("import subprocess\n"
-            "child = subprocess.Popen(['sleep', '1000'])\n"
-            f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n") + CORRECT[len(HEADER):]
+            f"child = subprocess.Popen(['sleep', {seconds!r}])\n") + CORRECT[len(HEADER):]
     res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False, policy="none")
     # a child left running is hidden work (guard.Integrity) ...
     assert codes(res) == ["hidden_work"] and "child process" in res.reasons[0].message, res.reasons
     # ... and it is killed with the candidate's process group all the same
-    pid = int(pidfile.read_text())
     time.sleep(0.5)
-    alive = os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower()
+    pids = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True).stdout.split()
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()]
     assert not alive
 
 

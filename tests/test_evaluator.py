@@ -557,7 +557,8 @@ def test_teardown_in_the_background_keeps_the_whole_output_and_reaps_the_process
     src = (f"import os, sys\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
            "print('import-marker')\n") + src
     (tmp_path / "loud.py").write_text(src)
-    cfg = dataclasses.replace(_cfg(tmp_path, timing=False), policy="none")  # it writes a file
+    # it writes a file outside its folder, which only an unsandboxed candidate can
+    cfg = dataclasses.replace(_cfg(tmp_path, timing=False), policy="none", isolation="off")
     with Evaluator(cfg, jobs=1, warm=0) as ev:
         res = ev.evaluate(task, load_candidate(tmp_path / "loud.py"))
         assert res.correct, res.reasons

@@ -1,0 +1,267 @@
+"""Escape: candidate code that reaches outside its own process (DESIGN section 3, category 14). Each
+candidate below tries one way out: the evaluator's installed package, its cache and the baselines'
+secret, the home folder, the network, a process that outlives its evaluation, a fork storm, a huge
+file, a compile that includes a file outside its folder, and the agent's `model_new.py` printing a
+file through the workspace's verify. Every one must fail with nothing changed outside the
+candidate's folder, and with the verdict the kernel deserves: a wrong kernel stays -1, an honest
+kernel that merely tried stays correct.
+
+The static policy is off (`policy="none"`): what is tested is the operating-system sandbox
+(`cuda_agent.sandbox`, `evaluate/isolate.py`), not the rules on names. Evaluations run with
+`isolation="required"`, so a machine that cannot make a sandbox skips these tests instead of
+passing them unsandboxed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cuda_agent import sandbox
+from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+from cuda_agent.tasks import load_task
+
+pytestmark = [pytest.mark.adversarial,
+              pytest.mark.skipif(not sandbox.support().ok, reason=f"no sandbox here: {sandbox.support().error}")]
+
+TASK = Path(__file__).parent / "data" / "relu_bias_task.py"
+PACKAGE = Path(importlib.util.find_spec("cuda_agent").origin).parent
+HONEST = "torch.relu(x + self.bias)"
+WRONG = "x + self.bias"  # no relu: wrong on every negative element
+
+
+def candidate(setup: str, answer: str = HONEST) -> str:
+    """A single-file candidate (kernelbench-style, torch ops in forward) that runs `setup` at import."""
+    return textwrap.dedent('''\
+        import os, sys, socket, subprocess, time
+        import torch
+        import torch.nn as nn
+
+        def _attempt():
+        {setup}
+
+        try:
+            _attempt()
+        except BaseException as exc:  # the attempt fails; the kernel stays what it is
+            print("attempt failed:", type(exc).__name__, exc)
+
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.bias = nn.Parameter(torch.randn(features))
+
+            def forward(self, x):
+                return {answer}
+        ''').format(setup=textwrap.indent(textwrap.dedent(setup), "    "), answer=answer)
+
+
+def digest(root: Path) -> dict[str, str]:
+    """Every file under `root` and its content's hash (what must not change)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A home folder with a secret, a cache with the baselines' secret, and the package: the
+    places an escape would change."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("HOME-SECRET-" + uuid.uuid4().hex)
+    cache = tmp_path / "cache"
+    (cache / "baselines").mkdir(parents=True)
+    (cache / "baselines" / ".secret").write_text("CACHE-SECRET-" + uuid.uuid4().hex)
+    (cache / "baselines" / "entry.json").write_text('{"eager_ms": 1.0}')
+    monkeypatch.setenv("HOME", str(home))
+    before = {"home": digest(home), "cache": digest(cache / "baselines"), "package": digest(PACKAGE)}
+    yield {"home": home, "cache": cache, "tmp": tmp_path, "before": before}
+    after = {"home": digest(home), "cache": digest(cache / "baselines"), "package": digest(PACKAGE)}
+    assert after == before, "a candidate changed a file outside its folder"
+
+
+def run(world, source: str, timeout_s: float = 120):
+    path = world["tmp"] / f"cand_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(source)
+    cfg = EvalConfig(device="cpu", policy="none", isolation="required", timing=False, trials=2, stress_trials=0,
+                     cache_dir=world["cache"], timeout_s=timeout_s)
+    return evaluate(load_task(TASK), load_candidate(path), cfg)
+
+
+def output(res) -> str:
+    return res.candidate_output.get("stdout", "") + res.candidate_output.get("stderr", "")
+
+
+def test_a_wrong_kernel_that_patches_the_installed_comparison_stays_wrong(world):
+    target = PACKAGE / "evaluate" / "compare.py"
+    res = run(world, candidate(f'''
+        with open({str(target)!r}, "a") as f:
+            f.write("\\n# escaped\\n")
+        ''', answer=WRONG))
+    assert res.isolation["level"] == "sandbox"
+    assert res.reward == -1 and not res.correct
+    assert "Read-only file system" in output(res)
+
+
+def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world):
+    cache, home = world["cache"], world["home"]
+    res = run(world, candidate(f'''
+        for p in [{str(cache / "baselines" / ".secret")!r}, {str(home / ".ssh" / "id_ed25519")!r}]:
+            try:
+                print("READ", open(p).read())
+            except OSError as exc:
+                print("no", p, exc)
+        for p in [{str(cache / "baselines" / "entry.json")!r}, {str(home / "planted")!r}]:
+            try:
+                with open(p, "w") as f:
+                    f.write("{{}}")
+            except OSError as exc:
+                print("no", p, exc)
+        '''))
+    assert res.correct and res.reward == 1, res.reasons
+    assert "SECRET" not in output(res) and "READ" not in output(res)
+    assert not (home / "planted").exists()
+
+
+def test_no_network_not_even_the_loopback(world):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    server.settimeout(0.2)
+    accepted = []
+
+    def serve():
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not accepted:
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        res = run(world, candidate(f'''
+            s = socket.create_connection(("127.0.0.1", {port}), timeout=3)
+            s.sendall(b"escaped")
+            '''))
+    finally:
+        time.sleep(0.5)
+        server.close()
+    assert not accepted
+    assert res.correct and "attempt failed" in output(res)
+
+
+def test_a_detached_process_dies_with_its_evaluation(world):
+    marker = world["tmp"] / "written-later"
+    res = run(world, candidate(f'''
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3); open({str(marker)!r}, 'w').write('x')"],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        '''))
+    time.sleep(5)
+    assert not marker.exists()
+    assert res.reward in (-1, 1)  # an honest kernel; the evaluator may still count the child against it
+    alive = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout
+    assert alive == ""
+
+
+def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
+    res = run(world, candidate('''
+        kids = []
+        for _ in range(100000):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            kids.append(pid)
+        '''), timeout_s=60)
+    assert not res.correct or "attempt failed" in output(res)
+    res = run(world, candidate('''
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        with open("big", "wb") as f:
+            f.seek(100 << 30)
+            f.write(b"x")
+        '''))
+    assert res.correct and "File too large" in output(res)
+
+
+def test_a_compile_cannot_include_a_file_outside_its_folder(world):
+    secret = world["cache"] / "baselines" / ".secret"
+    res = run(world, candidate(f'''
+        from torch.utils.cpp_extension import load_inline
+        load_inline("leak", cpp_sources='#include "{secret}"\\nint f() {{ return 0; }}', functions=["f"])
+        '''))
+    assert "SECRET" not in output(res) and "SECRET" not in " ".join(r.message for r in res.reasons)
+    assert res.correct and "attempt failed" in output(res)
+
+
+def test_verify_in_a_workspace_cannot_print_a_file_outside_it(world, tmp_path, monkeypatch):
+    """The agent's verify runs `model_new.py` in the evaluator: the sandbox, not the agent's shell,
+    is what keeps it from the caller's files (here the bundled example's workspace, which prints
+    a file of the home folder at import)."""
+    import shutil
+
+    from cuda_agent.workspace import init_workspace
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(world["cache"]))
+    example = PACKAGE / "examples" / "elementwise"
+    secret = world["home"] / ".ssh" / "id_ed25519"
+    ws = init_workspace(load_task(example / "task.py"), tmp_path / "ws", device="cpu")
+    shutil.rmtree(ws / "kernels")
+    shutil.copytree(example / "cpu_workspace" / "kernels", ws / "kernels")
+    model_new = (example / "cpu_workspace" / "model_new.py").read_text()
+    (ws / "model_new.py").write_text(f"try:\n    print(open({str(secret)!r}).read())\nexcept OSError as e:\n"
+                                     f"    print('no:', e)\n" + model_new)
+    env = {**os.environ, "CUDA_AGENT_CACHE": str(world["cache"]), "CUDA_AGENT_SERVICE": "off"}
+    r = subprocess.run([sys.executable, "-m", "cuda_agent", "workspace", "verify", str(ws), "--device", "cpu",
+                        "--trials", "1"], capture_output=True, text=True, timeout=900, env=env)
+    assert "HOME-SECRET" not in r.stdout + r.stderr
+    assert "verification: PASSED" in r.stdout, r.stdout + r.stderr
+
+
+def test_nvccs_headers_asked_for_by_a_sandboxed_build_are_built_by_the_harness_under_its_own_key(tmp_path):
+    """A sandboxed build cannot write the cache's headers for nvcc's final compile; it leaves a
+    request (the compile's command and cudafe++'s output) that the harness turns into a header in
+    a sandbox of its own, under the key it derives itself: the file name a request was given does
+    not decide where its header goes. A prefix gets a header the second time it is seen."""
+    from cuda_agent.evaluate.isolate import Builds, CandidateBox
+    from cuda_agent.evaluate.worker import nvcc_pch
+
+    box = CandidateBox(sandbox.support(), tmp_path / "cache", None, gpu=False)
+    try:
+        builds = Builds(box, 300)
+        prefix = "".join(f"int declared_{i}(int);\n" for i in range(nvcc_pch.MIN_PREFIX_BYTES // 20 + 1000))
+        text = f'# 1 "unit.cu"\n{prefix}# 3 "unit.cu"\nint own() {{ return declared_1(2); }}\n'.encode()
+        source = str(tmp_path / "unit.cudafe1.cpp")
+        argv = ["c++", "-c", source, "-o", str(tmp_path / "unit.o")]
+        from cuda_agent.evaluate.process import scrubbed_env
+
+        key = nvcc_pch.split(text, argv, source, scrubbed_env({})).key
+        root = tmp_path / "cache" / "pch-nvcc"
+        for sighting in (1, 2):
+            requests = tmp_path / f"requests{sighting}"
+            requests.mkdir()
+            (requests / "forged-key.json").write_text(json.dumps({"argv": argv, "source": source}))
+            (requests / "forged-key.cpp").write_bytes(text)
+            builds._nvcc_headers(requests)
+            assert not requests.exists()
+            assert (root / f"{key}.seen").exists()
+            assert (root / key / f"{nvcc_pch.HEADER}.gch").is_file() == (sighting == 2)
+        assert not (root / "forged-key").exists()
+    finally:
+        box.close()
