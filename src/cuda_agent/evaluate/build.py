@@ -62,16 +62,18 @@ class BuildResult:
 
 
 @lru_cache(maxsize=None)
-def _tool_version(*cmd: str) -> str:
+def tool_version(*cmd: str) -> str:
+    """What `cmd` (a compiler's --version) prints: all of it, since gcc names its version on the
+    first line and nvcc on the fourth; "?" where it does not run."""
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        return (out.stdout or out.stderr).strip().splitlines()[-1] if out.returncode == 0 else "?"
-    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return (out.stdout or out.stderr).strip()[:2000] if out.returncode == 0 else "?"
+    except (OSError, subprocess.TimeoutExpired):
         return "?"
 
 
 @lru_cache(maxsize=None)
-def _torch_version() -> str:
+def torch_version() -> str:
     """torch's version without importing it (the harness stays light)."""
     from importlib.metadata import version
 
@@ -94,10 +96,10 @@ def _toolchain(device: str, arch: str | None) -> list[tuple[str, str]]:
     """Everything a build depends on besides the sources (ours and the candidate's)."""
     parts = [("device", device), ("arch", arch or ""),
              ("flags", json.dumps([CFLAGS, CPU_CFLAGS, CPU_LDFLAGS, CUDA_CFLAGS, CUDA_LDFLAGS])),
-             ("cxx", _tool_version(os.environ.get("CXX", "c++"), "--version"))]
+             ("cxx", tool_version(os.environ.get("CXX", "c++"), "--version"))]
     if device == "cuda":
-        parts.append(("nvcc", _tool_version("nvcc", "--version")))
-    return parts + [("torch", _torch_version()), ("python", sys.version)]
+        parts.append(("nvcc", tool_version("nvcc", "--version")))
+    return parts + [("torch", torch_version()), ("python", sys.version)]
 
 
 def _build_key(candidate: Candidate, fixed: list[tuple[str, str]], toolchain: list[tuple[str, str]]) -> str:

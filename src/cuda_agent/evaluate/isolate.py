@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent import sandbox
+from cuda_agent.evaluate.build import tool_version, torch_version
 from cuda_agent.evaluate.worker import inline_build, nvcc_pch
 
 BUILDS_INSIDE = "/tmp/cuda-agent-builds"  # where a candidate's build folders are, inside its sandbox
@@ -172,23 +173,15 @@ def _dir_fd(root: Path, rel: Path):
 
 
 @functools.cache
-def toolchain() -> list[Any]:
-    """What a build's output depends on beside its inputs: torch's and Python's versions, the
-    compilers a ninja file may name, this package's version."""
-    def version(prog: str) -> str:
-        try:
-            return subprocess.run([prog, "--version"], capture_output=True, text=True, timeout=30).stdout[:400]
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    def dist(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return ""
-
-    return [sys.version, dist("torch"), dist("cuda-agent"), version(os.environ.get("CXX", "c++")),
-            version(shutil.which("nvcc") or "nvcc"), os.environ.get("TORCH_CUDA_ARCH_LIST")]
+def toolchain() -> list[str]:
+    """What a build's output depends on beside its inputs (build.py's notion of it, for a ninja
+    file that may name either compiler), and this package's version."""
+    try:
+        ours = metadata.version("cuda-agent")
+    except metadata.PackageNotFoundError:
+        ours = ""
+    return [sys.version, torch_version(), tool_version(os.environ.get("CXX", "c++"), "--version"),
+            tool_version("nvcc", "--version"), os.environ.get("TORCH_CUDA_ARCH_LIST") or "", ours]
 
 
 class BuildRefused(Exception):
