@@ -410,3 +410,24 @@ def test_the_cuda_runtimes_out_of_memory_is_out_of_memory_not_the_candidates_run
     assert classify(accel(2))[0] is Code.OUT_OF_MEMORY
     assert classify(accel(700))[0] is Code.ILLEGAL_MEMORY_ACCESS
     assert classify(accel(1))[0] is Code.RUNTIME_ERROR
+
+
+def test_the_judge_running_out_of_memory_for_an_output_is_not_the_candidates_fault(monkeypatch):
+    """Receiving the candidate's output copies it; a judge short of device memory beside other
+    evaluations raises out_of_memory (which the evaluator retries alone), where a descriptor it
+    refuses is the candidate's `structure_mismatch`."""
+    from cuda_agent.evaluate.worker.judge import Judge
+
+    judge = Judge()
+    judge.trials["c0"] = {"ref": torch.zeros(2), "inputs": []}
+
+    def short(out):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 186.00 MiB.")
+
+    monkeypatch.setattr(judge, "_received", short)
+    with pytest.raises(torch.OutOfMemoryError):
+        judge.cmd_check("c0", out={}, plain=True, atol=1e-2, rtol=1e-2, norm_tol=0.05)
+    monkeypatch.undo()
+    judge.trials["c0"] = {"ref": torch.zeros(2), "inputs": []}
+    verdict = judge.cmd_check("c0", out={"t": "bogus"}, plain=True, atol=1e-2, rtol=1e-2, norm_tol=0.05)
+    assert verdict["code"] == "structure_mismatch"

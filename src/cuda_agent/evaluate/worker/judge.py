@@ -358,6 +358,8 @@ class Judge:
                 t["ref"] = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in t["inputs"]])
         try:
             got = self._received(out)
+        except torch.OutOfMemoryError:
+            raise  # the judge's copy did not fit (beside other evaluations): out_of_memory, not the candidate's fault
         except (SpecError, RuntimeError) as exc:  # a descriptor torch refuses is a bad one too
             return {"code": Code.STRUCTURE_MISMATCH.value,
                     "message": f"the candidate's output cannot be received: {exc}"}
