@@ -218,6 +218,7 @@ SURFACE = [
     'cuda-agent synth --base-url: store dest=base_url',
     "cuda-agent synth --composer: store dest=composer default='offline' choices=['offline', 'llm']",
     "cuda-agent synth --device: store dest=device default='auto'",
+    "cuda-agent synth --isolation: store dest=isolation default='required' choices=['auto', 'required', 'off']",
     'cuda-agent synth --json: store_true dest=json default=False',
     'cuda-agent synth --kernelbench: store dest=kernelbench type=Path',
     'cuda-agent synth --max-attempts: store dest=max_attempts type=checked',

@@ -94,10 +94,10 @@ def world(tmp_path, monkeypatch):
     assert after == before, "a candidate changed a file outside its folder"
 
 
-def run(world, source: str, timeout_s: float = 120):
+def run(world, source: str, timeout_s: float = 120, timing: bool = False):
     path = world["tmp"] / f"cand_{uuid.uuid4().hex[:8]}.py"
     path.write_text(source)
-    cfg = EvalConfig(device="cpu", policy="none", isolation="required", timing=False, trials=2, stress_trials=0,
+    cfg = EvalConfig(device="cpu", policy="none", isolation="required", timing=timing, trials=2, stress_trials=0,
                      cache_dir=world["cache"], timeout_s=timeout_s)
     return evaluate(load_task(TASK), load_candidate(path), cfg)
 
@@ -177,6 +177,62 @@ def test_a_detached_process_dies_with_its_evaluation(world):
     assert res.reward in (-1, 1)  # an honest kernel; the evaluator may still count the child against it
     alive = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout
     assert alive == ""
+
+
+DAEMON = """
+import os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+t = time.time()
+while time.time() - t < 60:  # burn a core whenever the candidate is stopped (its baselines being timed)
+    try:
+        state = open("/proc/%d/stat" % {pid}).read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        break
+    if state == "T":
+        end = time.time() + 0.01
+        while time.time() < end:
+            pass
+    else:
+        time.sleep(0.001)
+"""
+
+
+def test_a_double_forked_process_is_hidden_work_and_stops_with_the_candidate(world):
+    """A process that leaves the candidate's process group and its parent (double fork, new
+    session) escapes the guard's check of its children and a process-group stop; it stays in the
+    sandbox's process tree. After `load`, the harness finds it: `hidden_work`, no timing, nothing
+    cached. And stopping the sandbox stops it too."""
+    res = run(world, candidate(f'''
+        subprocess.run([sys.executable, "-c", {DAEMON!r}.format(pid=os.getpid())])
+        '''), timing=True)
+    assert res.reward == -1 and [r.code.value for r in res.reasons] == ["hidden_work"], res.reasons
+    assert "started by the candidate" in res.reasons[0].message and "after `load`" in res.reasons[0].message
+    assert not any(res.times_ms.values())
+
+
+def test_stopping_a_sandbox_stops_every_process_in_it(tmp_path):
+    """`sandbox.stop` on a sandbox's tree: a grandchild in a session of its own is stopped too."""
+    sup = sandbox.support()
+    spec = sandbox.Spec(writable=[str(tmp_path)], cwd=str(tmp_path))
+    script = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork(): os._exit(0)\n    time.sleep(60)\ntime.sleep(60)"
+    proc = sandbox.start(spec, [sys.executable, "-c", script], sup, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while len(sandbox.tree([proc.pid])) < 4 and time.monotonic() < deadline:  # bwrap, its init, 2 pythons
+            time.sleep(0.05)
+        pids = sandbox.tree([proc.pid])
+        pythons = [p for p in pids if sandbox.describe(p).split("(", 1)[-1].startswith(f"{sys.executable} -c")]
+        assert len(pythons) == 2, [sandbox.describe(p) for p in pids]
+        stopped = sandbox.stop([proc.pid])
+        assert set(pythons) <= stopped
+        assert all(sandbox._state(p) == "T" for p in pythons)
+        sandbox.cont(stopped)
+        assert all(sandbox._state(p) in ("S", "R") for p in pythons)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
@@ -265,3 +321,50 @@ def test_nvccs_headers_asked_for_by_a_sandboxed_build_are_built_by_the_harness_u
         assert not (root / "forged-key").exists()
     finally:
         box.close()
+
+
+def test_a_drafted_task_is_probed_in_the_sandbox(world):
+    """synth's probes run drafted tasks (an LLM's code under `--composer llm`) in a sandbox of their
+    own: a draft that writes into the home folder and the cache at import, and leaves a detached
+    process behind, changes nothing outside and gets its probe process replaced; its verdict is
+    still the task's own (it is a fine task otherwise), timed under the device lock that the pool
+    holds for it."""
+    from cuda_agent.synth.filters import ProbePool
+
+    marker = world["home"] / "draft-was-here"
+    source = textwrap.dedent(f'''\
+        import os, subprocess, sys
+        import torch
+        import torch.nn as nn
+
+        for target in ({str(marker)!r}, {str(world["cache"] / "baselines" / "entry.json")!r}):
+            try:
+                open(target, "w").write("x")
+            except OSError as exc:
+                print("write failed:", exc)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.tanh(x) * 2
+
+        batch_size = 64
+
+        def get_inputs():
+            return [torch.randn(batch_size, 4096)]
+
+        def get_init_inputs():
+            return []
+        ''')
+    pool = ProbePool("cpu", 1, [None], world["tmp"] / "probe.log", world["cache"], timeout_s=180,
+                     window_ms=(0.001, 1000.0), isolation="required")
+    try:
+        first = pool._all[0]
+        v = pool.fit(source, "draft", scalable=False)
+        assert v.ok, v.message
+        assert pool._all[0] is not first  # replaced: the sleeper it left would meet the next draft
+        assert not first.box.work.exists()  # its sandbox ended with it
+    finally:
+        pool.close()
+    assert not marker.exists()
+    assert "write failed" in (world["tmp"] / "probe.log").read_text()

@@ -200,7 +200,8 @@ def test_a_broken_probe_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
 
 def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
     """The first probe of this draft 'runs out of memory' (as beside a big neighbour on a GPU); with
-    two probes on the device it is probed again alone and accepted."""
+    two probes on the device it is probed again alone and accepted. (Its flag file is written in the
+    probe's sandbox, whose /tmp is its own: the second try, in the same process, finds it.)"""
     flag = tmp_path / "first"
     oom_once = _task(f"import os\n        if not os.path.exists({str(flag)!r}):\n"
                      f"            open({str(flag)!r}, 'w').close()\n"
@@ -210,7 +211,7 @@ def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
     try:
         v = p.fit(oom_once, "oom-once", True)
         assert v.ok, (v.reason, v.message)
-        assert p.reruns == 1 and flag.exists()
+        assert p.reruns == 1
     finally:
         p.close()
 

@@ -36,8 +36,10 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -337,9 +339,78 @@ class Cgroup:
                         (d / "cgroup.kill").write_text("1")
                     except OSError:
                         pass
-                    import time
-
                     time.sleep(0.02)
+
+
+def tree(roots: list[int]) -> set[int]:
+    """The processes of the trees rooted at `roots` (pids as the host sees them), zombies left out.
+    A sandbox is such a tree: its PID namespace reparents every orphan to the namespace's first
+    process, so a process that detaches (double fork, new session) stays in it."""
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+            if _state(pid) in ("Z", "X", None):
+                continue
+        except OSError:
+            continue
+        seen.add(pid)
+        for tid in tids:
+            try:
+                todo += [int(k) for k in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+            except OSError:
+                pass
+    return seen
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def describe(pid: int) -> str:
+    """`pid (command line)`, for a verdict's message."""
+    try:
+        cmd = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
+    except OSError:
+        cmd = ""
+    return f"{pid} ({cmd[:80]})" if cmd else str(pid)
+
+
+def stop(roots: list[int], settle_s: float = 0.05) -> set[int]:
+    """SIGSTOP every process of the trees at `roots`, again until no running one is left (a
+    process may fork between a listing and its stop; a stopped one cannot), and wait up to
+    `settle_s` for each to be stopped. Returns the pids stopped, for `cont`."""
+    stopped: set[int] = set()
+    for _ in range(64):
+        fresh = tree(roots) - stopped
+        if not fresh:
+            break
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            except OSError:
+                pass
+    end = time.monotonic() + settle_s
+    for pid in stopped:
+        while _state(pid) not in ("T", "t", "Z", "X", None) and time.monotonic() < end:
+            time.sleep(0.0002)
+    return stopped
+
+
+def cont(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
 
 
 _LAUNCHER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cuda-agent-sandbox-launcher")

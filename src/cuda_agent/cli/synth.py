@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cuda_agent.cli.common import EXIT_FAILED, console, progress_bar, stdout_reserved
 from cuda_agent.cli.options import add_endpoint_options, chat_client, positive
+from cuda_agent.evaluate.config import ISOLATION_MODES
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.synth import COMPOSERS
 
@@ -46,7 +47,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     cfg = SynthConfig(out=args.out, n=args.n, device=device, seed=args.seed, composer=args.composer,
                       mix=parse_mix(args.mix), window_ms=window, threshold=args.threshold,
                       kernelbench=args.kernelbench, workers=args.workers, timeout_s=args.timeout,
-                      max_attempts=args.max_attempts, model=args.model if args.composer == "llm" else None)
+                      max_attempts=args.max_attempts, model=args.model if args.composer == "llm" else None,
+                      isolation=args.isolation)
     with progress_bar(err, "attempts") as progress, stdout_reserved(args.json):
         bar = progress.add_task(f"synth {args.out} on {device}", total=args.n, attempts=0)
 
@@ -108,6 +110,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout", type=positive(float), default=300.0, help="seconds one draft may take (default 300)")
     p.add_argument("--max-attempts", type=positive(int), default=None,
                    help="give up after this many drafts (default 50 x N)")
+    p.add_argument("--isolation", choices=ISOLATION_MODES, default="required",
+                   help="the drafts' sandbox: required (default: refuse to start without one), auto (run "
+                   "unsandboxed with a warning where the machine cannot make one) or off")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
     add_endpoint_options(p, required=False, when="--composer llm: ")
     p.set_defaults(func=cmd_synth)

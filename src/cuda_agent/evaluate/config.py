@@ -12,8 +12,8 @@ from typing import Any
 DEVICES = ("auto", "cuda", "cpu")  # `device`; auto is cuda when a GPU is present
 POLICIES = ("strict", "kernelbench", "none")  # `policy`: the profiles of evaluate.policy
 SERVICE_MODES = ("auto", "start", "off")  # commands' --service: use a running service, start one, or never
-TOUCHES = ("bf16", "tf32")
-ISOLATION_MODES = ("auto", "required", "off")  # `isolation` (cuda_agent.sandbox.MODES)  # the busy work before each timed call (`touch` below, `timing.Timer`)
+TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
+ISOLATION_MODES = ("auto", "required", "off")  # `isolation` (cuda_agent.sandbox.MODES)
 
 
 def default_cache_dir() -> Path:

@@ -199,6 +199,15 @@ class Evaluation:
         if runner.role == "candidate":
             self.res.weights = done["weights"]
 
+    def no_strays(self, cmd: str) -> None:
+        """Convict a candidate that left a process running in its sandbox after `cmd` (one that
+        left its process group or double-forked escapes the guard's check of its children, and
+        the freeze of its process group): what it runs is work the timer does not see."""
+        if strays := self.candidate.strays():
+            raise WorkerFailure(Code.HIDDEN_WORK, f"process(es) {', '.join(strays[:4])} started by the candidate "
+                                f"were still running after `{cmd}`: work outside the call hides from the "
+                                "timer; wait for every process you start")
+
     def record_error(self, verdict: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
         """Keep the worst error statistics of the checked calls (and a trial's own, in `rec`)."""
         err = verdict.get("error")
@@ -249,6 +258,8 @@ class Evaluation:
         w0 = time.perf_counter()
         ran = cand.call("run", self.left(), keys=[slot for _, slot in live], guarded=guarded)
         wall = (time.perf_counter() - w0) * 1e3
+        if runner is None:
+            self.no_strays("run")
         ms = ran.get("ms")
         if not (type(ms) is list and len(ms) == len(live) and all(type(m) is float and m >= 0 for m in ms)
                 and sum(ms) <= wall):
@@ -417,6 +428,8 @@ class Evaluation:
         """Load the candidate (single files build their inline extensions here), then the
         reference's weights into it."""
         cfg, t0 = self.cfg, time.monotonic()
+        if self.candidate.box is not None:
+            self.candidate.box.settle()
         try:
             loaded = self.candidate.call(
                 "load", cfg.build_timeout_s, stage_dir=str(self.stage_dir),
@@ -437,6 +450,7 @@ class Evaluation:
         finally:
             self.phase("load", t0)
         self.res.compiled = True
+        self.no_strays("load")
         self._record_precision(loaded.get("precision"))
         if self.memory is not None:  # waiting for the GPU's memory is not the candidate's time
             t0 = time.monotonic()

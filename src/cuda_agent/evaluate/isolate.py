@@ -72,10 +72,12 @@ def hidden_folders(cache_dir: Path) -> list[str]:
     return [str(cache_dir), str(Path(socket_path()).parent)]
 
 
-def build_spec(folder: Path, cache_dir: Path) -> sandbox.Spec:
-    """A build's sandbox: only its own folder writable, the cache's headers readable."""
-    return sandbox.Spec(writable=[str(folder)], readable=cache_views(Path(cache_dir)),
-                        hidden=hidden_folders(Path(cache_dir)), cwd=str(folder),
+def build_spec(folder: Path, cache_dir: Path, inside: str | None = None, readable: tuple[str, ...] = ()) -> sandbox.Spec:
+    """A build's sandbox: only its own `folder` writable (seen at `inside` where given), the cache's
+    built libraries and headers and `readable` read-only, no GPU."""
+    cwd = inside or str(folder)
+    return sandbox.Spec(mapped=[(str(folder), cwd)], readable=[*cache_views(Path(cache_dir)), *readable],
+                        hidden=hidden_folders(Path(cache_dir)), cwd=cwd,
                         limits=sandbox.Limits(memory_bytes=memory_limit(), pids=4096))
 
 
@@ -110,6 +112,8 @@ class CandidateBox:
                                  gpu=gpu, limits=limits)
         self.holder: sandbox.Holder | None = None
         self.builds_service: Builds | None = None
+        self.roots: list[int] = []  # the sandbox's process trees: the holder's, the worker's (`attach`)
+        self.known: set[int] = set()  # its processes before candidate code ran (`settle`)
 
     def env(self) -> dict[str, str]:
         """The candidate's environment beside the evaluation's."""
@@ -119,7 +123,34 @@ class CandidateBox:
     def hold(self) -> sandbox.Holder:
         """An empty sandbox for a zygote's fork to enter."""
         self.holder = sandbox.Holder(self.spec, self.sup, self.cgroup)
+        self.roots.append(self.holder.proc.pid)
         return self.holder
+
+    def attach(self, pid: int) -> None:
+        """The worker's process (bwrap's, for a cold start; the zygote's fork that entered the held
+        sandbox) is a root of the sandbox's processes."""
+        self.roots.append(pid)
+
+    def settle(self) -> None:
+        """Remember the sandbox's processes now, before the candidate's code runs: the worker, its
+        launcher and the holder. Any other process alive later was started by the candidate."""
+        self.known = sandbox.tree(self.roots)
+
+    def strays(self) -> list[str]:
+        """The processes alive in the sandbox that the candidate started and left running (a
+        detached or double-forked one included: the PID namespace keeps it in the tree)."""
+        return [sandbox.describe(pid) for pid in sorted(sandbox.tree(self.roots) - self.known)]
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Every process of the sandbox stopped for the duration, not only the worker's process
+        group: a process that left the group (a new session) must not run while the baselines
+        are timed or the judge reads the candidate's buffers."""
+        stopped = sandbox.stop(self.roots)
+        try:
+            yield
+        finally:
+            sandbox.cont(stopped)
 
     def enter_args(self) -> dict[str, Any]:
         """What the zygote's child needs to enter the held sandbox (zygote.py)."""
@@ -272,10 +303,7 @@ class Builds:
             sandbox.hand_over(staging, self.box.sup)
             # The candidate's folder is readable (`load` compiles its staged files): a build that reads
             # it names its path, which is this sandbox's alone, so its key is never another's.
-            spec = sandbox.Spec(mapped=[(str(staging), inside)],
-                                readable=[*cache_views(self.box.cache_dir), str(self.box.stage)],
-                                hidden=hidden_folders(self.box.cache_dir), gpu=False, cwd=inside,
-                                limits=sandbox.Limits(memory_bytes=memory_limit(), pids=4096))
+            spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),))
             argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
             code, log = run(spec, argv, self.box.sup, self.timeout_s,
                             env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
@@ -358,9 +386,7 @@ class Builds:
         try:
             (staging / name).write_bytes(text)
             sandbox.hand_over(staging, self.box.sup)
-            spec = sandbox.Spec(mapped=[(str(staging), str(final))], readable=cache_views(self.box.cache_dir),
-                                hidden=hidden_folders(self.box.cache_dir), cwd=str(final),
-                                limits=sandbox.Limits(memory_bytes=memory_limit()))
+            spec = build_spec(staging, self.box.cache_dir, str(final))
             code, _ = run(spec, command(final / name), self.box.sup, nvcc_pch.BUILD_TIMEOUT_S)
             if code == 0 and (staging / f"{name}.gch").is_file():
                 os.chmod(staging, 0o755)

@@ -141,6 +141,9 @@ class Worker:
                 if sink is not None:
                     sink.close()
         self.chan = Channel(parent)
+        self._frozen = 0
+        if box is not None:
+            box.attach(self.proc.pid)
         if self.proc.stdout is not None:
             self.stdout: OutputReader | _Discarded = OutputReader(self.proc.stdout, output_limit)
             self.stderr: OutputReader | _Discarded = OutputReader(self.proc.stderr, output_limit)
@@ -240,19 +243,37 @@ class Worker:
 
     @contextlib.contextmanager
     def frozen(self):
-        """Stop the worker's whole process group (SIGSTOP) for the duration: no thread it started
-        can finish work late, or touch its buffers, while the judge reads them."""
+        """Stop the worker (SIGSTOP) for the duration: no thread it started can finish work late,
+        or touch its buffers, while the judge reads them or the baselines are timed. In a sandbox,
+        every process in it (`CandidateBox.frozen`), else the worker's process group. Nested uses
+        stop it once."""
+        self._frozen += 1
         try:
-            os.killpg(self.proc.pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            pass
-        try:
-            yield
-        finally:
+            if self._frozen > 1:
+                yield
+                return
+            if self.box is not None:
+                with self.box.frozen():
+                    yield
+                return
             try:
-                os.killpg(self.proc.pid, signal.SIGCONT)
+                os.killpg(self.proc.pid, signal.SIGSTOP)
             except ProcessLookupError:
                 pass
+            try:
+                yield
+            finally:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        finally:
+            self._frozen -= 1
+
+    def strays(self) -> list[str]:
+        """Processes the candidate started and left running in its sandbox (none known without one:
+        the guard's own check of its children is what remains)."""
+        return self.box.strays() if self.box is not None else []
 
     def kill_group(self) -> None:
         """SIGKILL the whole process group, even when the worker itself has exited: whatever it

@@ -190,7 +190,8 @@ class Timing:
         """The timed rounds and the timing check; None when the candidate failed in them."""
         ev = self.ev
         if ev.cached is None and ev.baselines is not None:
-            # Baselines that will be cached are measured with the candidate's process stopped:
+            # Baselines that will be cached are measured with the candidate stopped (its sandbox's
+            # every process, where it has one):
             # nothing it runs (a thread, a child, queued work) can slow them down and inflate the
             # speedups of every later evaluation of this task.
             with ev.candidate.frozen():
@@ -231,7 +232,8 @@ class Timing:
                 self.trusted.append((time.perf_counter() - w0) * 1e3 - sum(probe))
         else:
             try:
-                outcomes, wall = ev.run_batch(items, guarded=False, check=0.0, runner=self.runners[impl])
+                with ev.candidate.frozen():  # nothing of the candidate's runs beside a baseline's batch
+                    outcomes, wall = ev.run_batch(items, guarded=False, check=0.0, runner=self.runners[impl])
             except WorkerFailure as f:
                 self._baseline_failed(impl, self.runners.pop(impl), f)
                 return True

@@ -1,7 +1,12 @@
 """The filters: drafted tasks run in probe processes (`probe.py`), several at a time over the GPUs,
 each with a time limit. The probes are workers of the evaluator's process layer (`process.Worker`):
 a scrubbed environment (no API keys reach a drafted task), a private channel, their process group
-killed when a draft hangs or crashes them (`timeout`, `crash`), then replaced. A draft that runs out
+killed when a draft hangs or crashes them (`timeout`, `crash`), then replaced. A drafted task is
+code nobody has read (an LLM's, under `--composer llm`): each probe process runs in an
+operating-system sandbox of its own, as candidates do (`evaluate/isolate.py`; `isolation`
+required by default), and one that a draft left a process running in is replaced. The device lock
+its timing needs lives in the evaluator's cache, which the sandbox hides: the pool holds it for the
+probe on request. A draft that runs out
 of memory while other probes share its GPU is probed again alone on it (`locks.Gate`). `fit` adds
 the batch calibration: a draft outside the runtime window whose work scales with `batch_size` is
 rescaled towards the window's geometric middle and probed again. Drafts are judged with the
@@ -10,6 +15,7 @@ evaluator's default tolerances (`EvalConfig`), as candidates of the task will be
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import re
@@ -20,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from cuda_agent import sandbox
 from cuda_agent.evaluate.config import EvalConfig
+from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env
 from cuda_agent.evaluate.result import Code
+from cuda_agent.synth.probe import HARNESS_LOCK
 from cuda_agent.synth.render import set_batch
 
 # Default runtime windows (eager ms per call). CUDA: the paper's. CPU: shorter at the top, so that a
@@ -53,10 +62,12 @@ class ProbePool:
 
     def __init__(self, device: str, workers: int, gpus: Sequence[str | None], log: Path, lock_dir: Path,
                  timeout_s: float = 300.0, budget_s: float = 0.2, window_ms: tuple[float, float] | None = None,
-                 tolerance: EvalConfig | None = None):
+                 tolerance: EvalConfig | None = None, isolation: str = "required"):
         """`lock_dir`: the cache directory whose device locks the probes time under (the
         evaluator's). `tolerance`: the EvalConfig whose atol and rtol judge the drafts (default:
-        the evaluator's defaults)."""
+        the evaluator's defaults). `isolation`: auto, required or off, as `EvalConfig.isolation`
+        (required raises `sandbox.IsolationUnavailable` on a machine without a sandbox)."""
+        self.sandbox = sandbox.resolve(isolation, "synth's probes (--isolation required)")
         self.device, self.timeout_s, self.budget_s = device, timeout_s, budget_s
         self.window_ms = window_ms or WINDOWS[device]
         tolerance = tolerance or EvalConfig(device=device)
@@ -78,8 +89,17 @@ class ProbePool:
             raise
 
     def _spawn(self, gpu: str | None) -> Worker:
-        env = scrubbed_env({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})
-        w = Worker("probe", self.dir, env, 0, "--handler", HANDLER, log=self.log)
+        extra = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
+        box = None
+        if self.sandbox is not None:
+            box = CandidateBox(self.sandbox, self.lock_dir, self.dir, gpu=self.device == "cuda")
+            extra.update(box.env())
+        try:
+            w = Worker("probe", self.dir, scrubbed_env(extra), 0, "--handler", HANDLER, log=self.log, box=box)
+        except BaseException:
+            if box is not None:
+                box.close()
+            raise
         with self._guard:
             self._all.append(w)
             self._gpu[w] = gpu
@@ -110,19 +130,20 @@ class ProbePool:
         """One draft's verdict: {accepted, reason, message, facts...} (probe.Prober.cmd_probe)."""
         worker = self._idle.get()
         gpu = self._gpu[worker]
-        lock = DeviceLock.of(self.lock_dir, self.device, gpu).base  # the evaluator's lock of that device
+        lock = DeviceLock.of(self.lock_dir, self.device, gpu)  # the evaluator's lock of that device
         req = {"name": name, "source": source, "device": self.device, "window_ms": list(self.window_ms),
-               "atol": self.atol, "rtol": self.rtol, "budget_s": self.budget_s, "lock": lock}
+               "atol": self.atol, "rtol": self.rtol, "budget_s": self.budget_s,
+               "lock": HARNESS_LOCK if worker.box is not None else lock.base}
         gate = self._gates[gpu]
         try:
             with gate.shared():
-                reply = worker.call("probe", self.timeout_s, **req)
+                reply = self._call(worker, lock, req)
             # a neighbour (a probe here, or any work of another process on the device) may have held it
             if reply["reason"] == Code.OUT_OF_MEMORY.value:
                 with gate.alone():
                     with self._guard:
                         self.reruns += 1
-                    reply = worker.call("probe", self.timeout_s, **req)
+                    reply = self._call(worker, lock, req)
         except WorkerFailure as f:  # hung, died or broke the protocol: replace the process
             self._replace(worker)
             reason = {Code.TIMEOUT: Code.TIMEOUT, Code.CRASH: Code.CRASH, Code.EARLY_EXIT: Code.CRASH}.get(
@@ -130,8 +151,26 @@ class ProbePool:
             message = (f"no verdict within {self.timeout_s:.0f} s" if reason is Code.TIMEOUT
                        else f"the task killed its process: {f.message}")
             return {"accepted": False, "reason": reason.value, "message": message}
-        self._idle.put(worker)
+        if worker.strays():  # the draft left a process running: the next draft must not meet it
+            self._replace(worker)
+        else:
+            self._idle.put(worker)
         return reply
+
+    def _call(self, worker: Worker, lock: DeviceLock, req: dict[str, Any]) -> dict[str, Any]:
+        """One probe command; a sandboxed probe's requests for the device lock are held here, and
+        released when the command ends however it ends."""
+        with contextlib.ExitStack() as held:
+            def requests(kind: str, args: dict[str, Any]) -> dict[str, Any]:
+                if kind != "device_lock":
+                    return {"ok": False, "error": f"unknown request {kind!r}"}
+                if args.get("hold"):
+                    held.enter_context(lock.exclusive(600))
+                else:
+                    held.close()
+                return {"ok": True}
+
+            return worker.call("probe", self.timeout_s, requests=requests, **req)
 
     def _replace(self, worker: Worker) -> None:
         worker.close()

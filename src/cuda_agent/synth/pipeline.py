@@ -55,6 +55,7 @@ class SynthConfig:
     timeout_s: float = 300.0
     max_attempts: int | None = None  # default: 50 x n
     model: str | None = None  # the LLM composer's model (recorded in synth.json)
+    isolation: str = "required"  # the probes' sandbox: auto | required | off (filters.ProbePool)
 
     def settings(self) -> dict[str, Any]:
         """What must match for a run to resume in the same folder."""
@@ -158,7 +159,7 @@ def run_synth(cfg: SynthConfig, llm: Any = None, progress: Progress | None = Non
         from cuda_agent.evaluate.config import default_cache_dir
 
         pool = ProbePool(cfg.device, workers, gpus, out / "probe.log", default_cache_dir(), cfg.timeout_s,
-                         window_ms=cfg.window())
+                         window_ms=cfg.window(), isolation=cfg.isolation)
         try:
             _loop(cfg, llm, pool, kb, accepted, rows, rejections, next_attempt, max_attempts, workers,
                   tasks_path, rej_path, progress)

@@ -31,6 +31,7 @@ from typing import Any
 from cuda_agent.evaluate.result import Code
 
 INIT_SEED, SEED_A, SEED_B = 1234, 42, 4242
+HARNESS_LOCK = "harness"  # a request's `lock` when the pool holds the device lock for the probe
 DETERMINISM = {"rtol": 1e-5, "atol": 1e-6}
 
 
@@ -98,6 +99,18 @@ def probe(req: dict[str, Any]) -> dict[str, Any]:
         raise Reject(Code.OUT_OF_MEMORY, _trace(exc, 600)) from None
 
 
+@contextlib.contextmanager
+def _held_by_harness():
+    """The device lock, held by the pool for this sandboxed probe (filters.ProbePool._call)."""
+    from cuda_agent.evaluate.worker.serve import request
+
+    request("device_lock", hold=True)
+    try:
+        yield
+    finally:
+        request("device_lock", hold=False)
+
+
 def _probe(req: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -105,9 +118,11 @@ def _probe(req: dict[str, Any]) -> dict[str, Any]:
     from cuda_agent.evaluate.timing import Timer
 
     device = torch.device(req["device"])
-    lock = DeviceLock(req["lock"]) if req.get("lock") else None
+    lock = DeviceLock(req["lock"]) if req.get("lock") and req["lock"] != HARNESS_LOCK else None
 
     def exclusive():  # a fresh context each time: a lock's context manager serves one `with` only
+        if req.get("lock") == HARNESS_LOCK:
+            return _held_by_harness()
         return lock.exclusive(600) if lock else contextlib.nullcontext()
     atol, rtol = req["atol"], req["rtol"]
     lo, hi = req["window_ms"]
