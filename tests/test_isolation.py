@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -246,6 +247,8 @@ def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
             kids.append(pid)
         '''), timeout_s=60)
     assert not res.correct or "attempt failed" in output(res)
+    if sandbox.support().cgroup:  # the limit is the sandbox's process count: the verdict names it
+        assert "pids" in res.isolation["limits_hit"] and "limit_exceeded" in [r.code.value for r in res.reasons]
     res = run(world, candidate('''
         import signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -254,6 +257,25 @@ def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
             f.write(b"x")
         '''))
     assert res.correct and "File too large" in output(res)
+
+
+def test_filling_the_disk_ends_the_evaluation_at_the_sandboxs_limit(world, monkeypatch):
+    """The candidate's folders are on the machine's disk: writing without end is stopped at the
+    sandbox's disk limit (here lowered to 64 MiB), with a verdict that names it, and its files go."""
+    from cuda_agent.evaluate import isolate
+
+    monkeypatch.setattr(isolate, "DISK_BYTES", 64 << 20)
+    res = run(world, candidate('''
+        chunk = os.urandom(1 << 20)
+        for i in range(100000):
+            with open(f"fill{i}", "wb") as f:
+                for _ in range(16):
+                    f.write(chunk)
+        '''), timeout_s=60)
+    assert res.reward == -1 and "limit_exceeded" in [r.code.value for r in res.reasons], res.reasons
+    assert "disk" in res.isolation["limits_hit"]
+    assert "disk (64 MiB" in next(r.message for r in res.reasons if r.code.value == "limit_exceeded")
+    assert not list(Path(tempfile.gettempdir()).glob("cuda-agent-eval-*/stage/fill0"))
 
 
 def test_a_compile_cannot_include_a_file_outside_its_folder(world):

@@ -70,6 +70,7 @@ class Limits:
     file_bytes: int = 16 << 30
     open_files: int = 4096
     cpu_s: int | None = None  # CPU seconds per process (rlimit); None: no limit
+    disk_bytes: int | None = None  # what its writable folders may hold in all (`Quota`); None: no limit
 
 
 @dataclass
@@ -267,6 +268,55 @@ def _under(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
+class Quota:
+    """A watchdog on the disk a sandbox's writable folders take (the blocks allocated, so sparse
+    files count what they hold) and on how many files and folders they hold: past either, it calls
+    `on_exceed("disk")` once. It polls every `interval_s` from a thread of its own; a sandbox
+    writing at disk speed gets that far past the limit before it is stopped."""
+
+    def __init__(self, folders: list[str], limit_bytes: int, on_exceed, max_entries: int = 100_000,
+                 interval_s: float = 0.25):
+        import threading
+
+        self.folders, self.limit, self.max_entries = folders, limit_bytes, max_entries
+        self.on_exceed, self.interval_s = on_exceed, interval_s
+        self.hit = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cuda-agent-quota", daemon=True)
+        self._thread.start()
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes allocated, files and folders) under the folders, counting stopped past max_entries."""
+        used = entries = 0
+        todo = list(self.folders)
+        while todo and entries <= self.max_entries:
+            try:
+                with os.scandir(todo.pop()) as it:
+                    for e in it:
+                        entries += 1
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        used += st.st_blocks * 512
+                        if e.is_dir(follow_symlinks=False):
+                            todo.append(e.path)
+            except OSError:
+                continue
+        return used, entries
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            used, entries = self.usage()
+            if used > self.limit or entries > self.max_entries:
+                self.hit = True
+                self.on_exceed("disk")
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+
+
 class Cgroup:
     """A memory and pids cgroup for one sandbox (v2, else v1), where /sys/fs/cgroup lets us make one."""
 
@@ -383,7 +433,7 @@ def describe(pid: int) -> str:
     return f"{pid} ({cmd[:80]})" if cmd else str(pid)
 
 
-def stop(roots: list[int], settle_s: float = 0.05) -> set[int]:
+def stop(roots: list[int], settle_s: float = 1.0) -> set[int]:
     """SIGSTOP every process of the trees at `roots`, again until no running one is left (a
     process may fork between a listing and its stop; a stopped one cannot), and wait up to
     `settle_s` for each to be stopped. Returns the pids stopped, for `cont`."""
@@ -403,6 +453,15 @@ def stop(roots: list[int], settle_s: float = 0.05) -> set[int]:
         while _state(pid) not in ("T", "t", "Z", "X", None) and time.monotonic() < end:
             time.sleep(0.0002)
     return stopped
+
+
+def kill(roots: list[int]) -> None:
+    """SIGKILL every process of the trees at `roots` (stopped first, so none forks meanwhile)."""
+    for pid in stop(roots, settle_s=0):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def cont(pids: set[int]) -> None:

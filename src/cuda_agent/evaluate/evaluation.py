@@ -199,6 +199,16 @@ class Evaluation:
         if runner.role == "candidate":
             self.res.weights = done["weights"]
 
+    def _record_limits(self) -> None:
+        """The sandbox's limits that the candidate hit (memory, processes, disk), before its sandbox
+        ends: in `isolation.limits_hit`, and as the verdict's reason, which names them (what the
+        candidate saw was only a process killed or a fork refused)."""
+        box = self.candidate.box if getattr(self, "candidate", None) is not None else None
+        if box is None or not (hit := box.limits_hit()):
+            return
+        self.res.isolation["limits_hit"] = hit
+        self.res.add(Code.LIMIT_EXCEEDED, box.limit_message(hit))
+
     def no_strays(self, cmd: str) -> None:
         """Convict a candidate that left a process running in its sandbox after `cmd` (one that
         left its process group or double-forked escapes the guard's check of its children, and
@@ -310,6 +320,7 @@ class Evaluation:
                 traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
         finally:
             t0 = time.monotonic()
+            self._record_limits()
             self._record_peak()
             self._keep_judge()
             # the memory admitted with goes back once the processes holding it are gone

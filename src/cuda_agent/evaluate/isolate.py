@@ -48,6 +48,7 @@ from cuda_agent.evaluate.build import tool_version, torch_version
 from cuda_agent.evaluate.worker import inline_build, nvcc_pch
 
 BUILDS_INSIDE = "/tmp/cuda-agent-builds"  # where a candidate's build folders are, inside its sandbox
+DISK_BYTES = 2 << 30  # what a candidate's folders may hold on disk, and its largest file
 MAX_INPUT_BYTES = 64 << 20  # the sources and ninja file of one build
 OUTPUT_SUFFIXES = (".o", ".so", ".ninja_log", ".ninja_deps", ".lock", ".gch")
 NOT_INPUTS = {"lock", ".cuda-agent.lock", ".ninja_log", ".ninja_deps", ".cuda-agent-pch"}
@@ -105,8 +106,9 @@ class CandidateBox:
         if sup.uid is not None:
             for d in (self.work, self.stage, self.tmp, self.builds, self.shm):
                 os.chown(d, sup.uid, sup.uid)
-        limits = sandbox.Limits(memory_bytes=memory_limit())
+        limits = sandbox.Limits(memory_bytes=memory_limit(), file_bytes=DISK_BYTES, disk_bytes=DISK_BYTES)
         self.cgroup = sandbox.Cgroup(limits) if sup.cgroup else None
+        self.quota: sandbox.Quota | None = None
         self.spec = sandbox.Spec(writable=[str(self.work), str(self.shm)], mapped=[(str(self.builds), BUILDS_INSIDE)],
                                  readable=cache_views(self.cache_dir), hidden=hidden_folders(self.cache_dir),
                                  gpu=gpu, limits=limits)
@@ -133,8 +135,26 @@ class CandidateBox:
 
     def settle(self) -> None:
         """Remember the sandbox's processes now, before the candidate's code runs: the worker, its
-        launcher and the holder. Any other process alive later was started by the candidate."""
+        launcher and the holder. Any other process alive later was started by the candidate. And
+        from now on, watch the disk its folders take: past the limit, everything in it is killed."""
         self.known = sandbox.tree(self.roots)
+        if self.quota is None and self.spec.limits.disk_bytes:
+            self.quota = sandbox.Quota([str(self.work), str(self.shm)], self.spec.limits.disk_bytes,
+                                       lambda what: sandbox.kill(self.roots))
+
+    def limits_hit(self) -> list[str]:
+        """The limits the sandbox ran into so far: `memory`, `pids` (its cgroup's counts), `disk`."""
+        hit = self.cgroup.hit() if self.cgroup else []
+        return sorted(hit + (["disk"] if self.quota is not None and self.quota.hit else []))
+
+    def limit_message(self, hit: list[str]) -> str:
+        lim, quota = self.spec.limits, self.quota
+        what = {"memory": f"memory ({_size(lim.memory_bytes or 0)} of host memory)",
+                "pids": f"processes ({lim.pids} at once)",
+                "disk": f"disk ({_size(lim.disk_bytes or 0)}, or {quota.max_entries if quota else 0} "
+                        "files and folders, in its folders)"}
+        return ("the candidate hit its sandbox's limit on " + " and ".join(what.get(h, h) for h in hit)
+                + ": its processes were stopped; use less")
 
     def strays(self) -> list[str]:
         """The processes alive in the sandbox that the candidate started and left running (a
@@ -175,6 +195,8 @@ class CandidateBox:
     def close(self) -> None:
         """End the sandbox (what still runs in it dies) and remove its folders."""
         try:
+            if self.quota is not None:
+                self.quota.close()
             if self.builds_service is not None:
                 self.builds_service.close()
             if self.holder is not None:
@@ -431,6 +453,10 @@ class Builds:
     def close(self) -> None:
         """Nothing to wait for: a header still building publishes itself whole, or not at all."""
         self.pending.clear()
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.0f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
 
 
 def _strings(x: Any) -> bool:

@@ -39,6 +39,7 @@ class Code(str, enum.Enum):
     TIMEOUT = "timeout"
     OUT_OF_MEMORY = "out_of_memory"
     ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
+    LIMIT_EXCEEDED = "limit_exceeded"  # the sandbox's memory, process or disk limit (isolation.limits_hit)
     # correctness
     STRUCTURE_MISMATCH = "structure_mismatch"
     SHAPE_MISMATCH = "shape_mismatch"
