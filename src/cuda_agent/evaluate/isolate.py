@@ -139,8 +139,9 @@ class CandidateBox:
         from now on, watch the disk its folders take: past the limit, everything in it is killed."""
         self.known = sandbox.tree(self.roots)
         if self.quota is None and self.spec.limits.disk_bytes:
-            self.quota = sandbox.Quota([str(self.work), str(self.shm)], self.spec.limits.disk_bytes,
-                                       lambda what: sandbox.kill(self.roots))
+            # (buffers in /dev/shm are memory, which the cgroup counts: a CPU task's inputs may be large)
+            on_disk = [str(self.work)] + ([] if str(self.shm).startswith("/dev/shm/") else [str(self.shm)])
+            self.quota = sandbox.Quota(on_disk, self.spec.limits.disk_bytes, lambda what: sandbox.kill(self.roots))
 
     def limits_hit(self) -> list[str]:
         """The limits the sandbox ran into so far: `memory`, `pids` (its cgroup's counts), `disk`."""
