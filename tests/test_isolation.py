@@ -228,9 +228,9 @@ def test_stopping_a_sandbox_stops_every_process_in_it(tmp_path):
         assert len(pythons) == 2, [sandbox.describe(p) for p in pids]
         stopped = sandbox.stop([proc.pid])
         assert set(pythons) <= stopped
-        assert all(sandbox._state(p) == "T" for p in pythons)
+        assert all(sandbox.state(p) == "T" for p in pythons)
         sandbox.cont(stopped)
-        assert all(sandbox._state(p) in ("S", "R") for p in pythons)
+        assert all(sandbox.state(p) in ("S", "R") for p in pythons)
     finally:
         proc.kill()
         proc.wait()
