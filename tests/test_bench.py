@@ -228,3 +228,33 @@ def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path):
         traj = (episodes / task / "trajectory.jsonl").read_text().splitlines()
         assert json.loads(traj[-1])["type"] == "final" and json.loads(traj[-1])["result"]["correct"]
     assert again["evaluated"] == 0 and again["overall"] == obj["overall"]
+
+
+def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims(tmp_path):
+    """`bench --solutions raw_data.json --split-by model`: the leaderboard's rows (problem ids from 0)
+    become one run per model, each judged, and each verdict has the dump's claims beside it."""
+    _kernelbench(tmp_path / "kb")
+    rows = [{"level": 1, "problem_id": 0, "model": "model-a", "code": RIGHT, "speedup": 1.8, "correct": True},
+            {"level": 1, "problem_id": 1, "model": "model-a", "code": RIGHT, "speedup": 1.2, "correct": True},
+            {"level": 1, "problem_id": 0, "model": "model/b", "code": RIGHT.replace("x + self.bias", "x - self.bias"),
+             "speedup": 3.0, "correct": True}]
+    dump = tmp_path / "raw_data.json"
+    dump.write_text(json.dumps(rows))
+    done = subprocess.run(_bench(tmp_path, dump, "--split-by", "model", "--json", "--no-report"),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "read as KernelBench leaderboard" in done.stderr
+    runs = {r["run"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert sorted(runs) == ["raw_data-cpu-model-a", "raw_data-cpu-model_b"]
+    with Store(tmp_path / "runs" / "bench.sqlite") as store:
+        a = {(r.task, r.sample): r.result for r in store.records("raw_data-cpu-model-a")}
+        assert a[("level1/1_ReluBias", 0)].correct  # problem_id 0 is problem 1
+        assert not a[("level1/2_TanhBias", 0)].correct  # a relu kernel for the tanh task
+        b = {(r.task, r.sample): r.result for r in store.records("raw_data-cpu-model_b")}
+        assert not b[("level1/1_ReluBias", 0)].correct
+        claimed = store.claimed("raw_data-cpu-model_b")[("level1/1_ReluBias", 0)]
+        assert claimed["correct"] is True and claimed["speedup"] == 3.0 and claimed["model"] == "model/b"
+        assert claimed["origin"].endswith("raw_data.json#2")
+    bad = subprocess.run(_bench(tmp_path, tmp_path / "kb", "--columns", "level=a,problem=b,code=c"),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--columns and --split-by read a dump" in bad.stderr

@@ -7,6 +7,8 @@ records its task set (ids and levels), so its metrics count tasks that have no s
     runs(name, created, params)                       params: JSON (task set, solutions, device, ...)
     results(run, task, sample, level, candidate,      result: the EvalResult as JSON
             candidate_sha, result, evaluated_at, version)
+    claimed(run, task, sample, origin, claimed)       what a published dump claims of a solution
+                                                      (bench/dumps.py): JSON (correct, speedup, ...)
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ CREATE TABLE IF NOT EXISTS results (
     result TEXT NOT NULL,
     evaluated_at TEXT NOT NULL,
     version TEXT NOT NULL,
+    PRIMARY KEY (run, task, sample)
+);
+CREATE TABLE IF NOT EXISTS claimed (
+    run TEXT NOT NULL REFERENCES runs(name),
+    task TEXT NOT NULL,
+    sample INTEGER NOT NULL,
+    origin TEXT NOT NULL,
+    claimed TEXT NOT NULL,
     PRIMARY KEY (run, task, sample)
 );
 COMMIT;
@@ -122,6 +132,17 @@ class Store:
             self.db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (run, task, sample, level, candidate, candidate_sha,
                              json.dumps(result.to_json()), _now(), version))
+
+    def put_claimed(self, run: str, rows: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+        """What a dump claims of each (task, sample, origin in the dump, figures) of `run`."""
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO claimed VALUES (?, ?, ?, ?, ?)",
+                                [(run, t, s, o, json.dumps(c, sort_keys=True)) for t, s, o, c in rows])
+
+    def claimed(self, run: str) -> dict[tuple[str, int], dict[str, Any]]:
+        """{(task, sample): {"origin", **figures}} of `run` (empty where its solutions were not a dump)."""
+        return {(t, s): {"origin": o, **json.loads(c)} for t, s, o, c in self.db.execute(
+            "SELECT task, sample, origin, claimed FROM claimed WHERE run = ?", (run,))}
 
     def records(self, run: str) -> Iterator[Record]:
         for row in self.db.execute(

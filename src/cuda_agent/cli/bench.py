@@ -15,48 +15,93 @@ from cuda_agent.errors import CudaAgentError
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Evaluate a task set's solutions into the run store (resuming a run of the same name), print
-    the metrics and write the report."""
+    the metrics and write the report; a dump split by model is one run per model."""
     from cuda_agent.bench import runner
-    from cuda_agent.bench.report import write_report
+    from cuda_agent.bench.dumps import is_dump
     from cuda_agent.bench.solutions import bundled_solutions, find_solutions
-    from cuda_agent.bench.store import Store
-    from cuda_agent.evaluate import Evaluator
     from cuda_agent.evaluate.device import resolve_device
 
     config = eval_config(args)
     config.device = device = resolve_device(config.device)
     tasks = load_tasks(args)
     err = console(stderr=True)
+    if (args.columns or args.split_by) and not (args.solutions and is_dump(args.solutions)):
+        raise CudaAgentError("--columns and --split-by read a dump: pass it as --solutions FILE (a .json, .jsonl "
+                             "or .parquet file, or a folder of them)")
+    claimed: dict = {}
     if args.agent:
         if args.solutions or not (args.base_url and args.model):
             raise CudaAgentError("--agent takes --base-url and --model (and no --solutions): the agent writes "
                                  "the solutions")
-        client, episode_cfg = agent_setup(args, config)
-        solutions = []
+        runs = [(args.run or f"{args.model.replace('/', '_')}-{device}", [])]
+    elif args.solutions and is_dump(args.solutions):
+        runs, claimed = _dump_runs(args, tasks, device, err)
     elif args.solutions:
         found = find_solutions(args.solutions, tasks)
-        solutions = found.solutions
-        if found.unmatched:
-            shown = ", ".join(str(p) for p in found.unmatched[:5])
-            more = f" and {len(found.unmatched) - 5} more" if len(found.unmatched) > 5 else ""
-            err.print(f"[yellow]{len(found.unmatched)} file(s) under {args.solutions} match no task of the set "
-                      f"(skipped): {shown}{more}[/]", highlight=False)
+        _warn_unmatched(err, found.unmatched, args.solutions)
+        runs = [(args.run or runner.default_run_name(args.taskset, args.solutions, device), found.solutions)]
     elif args.taskset == "examples":
         solutions = bundled_solutions(device)
         tasks = [t for t in tasks if any(s.task.id == t.id for s in solutions)]  # gemm_cublas: CUDA only
+        runs = [(args.run or runner.default_run_name(args.taskset, None, device), solutions)]
     else:
         raise CudaAgentError("pass --solutions DIR: one candidate per task (level1/19_ReLU.py or a workspace "
-                             "folder), or KernelBench's level_L_problem_P_sample_S_kernel.py files")
+                             "folder), or KernelBench's level_L_problem_P_sample_S_kernel.py files, or a dump "
+                             "file (.json, .jsonl, .parquet)")
+    for name, solutions in runs:
+        _bench_one(args, config, tasks, name, solutions, claimed.get(name, []), err)
+    return 0
+
+
+def _warn_unmatched(err, unmatched: list, where) -> None:
+    if unmatched:
+        shown = ", ".join(str(p) for p in unmatched[:5])
+        more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+        err.print(f"[yellow]{len(unmatched)} solution(s) in {where} match no task of the set (skipped): "
+                  f"{shown}{more}[/]", highlight=False)
+
+
+def _dump_runs(args: argparse.Namespace, tasks: list, device: str, err) -> tuple[list, dict]:
+    """A dump's solutions, written into OUT/RUN/solutions/ in KernelBench's run layout: one run (models
+    as samples) or, with --split-by model, one per model; and per run what the dump claims of each."""
+    from cuda_agent.bench.dumps import Columns, read_dump, split_by_model, to_solutions
+
+    entries, shapes = read_dump(args.solutions, Columns.parse(args.columns) if args.columns else None)
+    for file, shape in shapes.items():
+        err.print(f"{file}: read as {shape}", highlight=False)
+    base = args.run or f"{Path(args.solutions).stem}-{device}"
+    groups = ({f"{base}-{m}": es for m, es in split_by_model(entries).items()} if args.split_by == "model"
+              else {base: entries})
+    runs, claimed = [], {}
+    for name, group in groups.items():
+        found, behind = to_solutions(group, tasks, args.out / name / "solutions")
+        _warn_unmatched(err, found.unmatched, args.solutions)
+        runs.append((name, found.solutions))
+        claimed[name] = [(task, sample, e.origin, {"model": e.model, **e.claimed})
+                         for (task, sample), e in behind.items()]
+    return runs, claimed
+
+
+def _bench_one(args: argparse.Namespace, config, tasks: list, name: str, solutions: list, claimed: list,
+               err) -> None:
+    from cuda_agent.bench import runner
+    from cuda_agent.bench.report import write_report
+    from cuda_agent.bench.store import Store
+    from cuda_agent.evaluate import Evaluator
+
+    device = config.device
     missing = 0 if args.agent else len({t.id for t in tasks} - {s.task.id for s in solutions})
     if missing:
-        err.print(f"[yellow]{missing} of {len(tasks)} task(s) have no solution: they count as failures[/]")
-    name = args.run or (f"{args.model.replace('/', '_')}-{device}" if args.agent
-                        else runner.default_run_name(args.taskset, args.solutions, device))
+        err.print(f"[yellow]{name}: {missing} of {len(tasks)} task(s) have no solution: they count as failures[/]")
     out, db = args.out, store_path(args)
     made_by = f"agent:{args.model}@{args.base_url}" if args.agent else str(args.solutions or "bundled")
     params = runner.run_params(str(args.taskset), tasks, made_by, device, config)
+    if args.agent:
+        client, episode_cfg = agent_setup(args, config)
     with Store(db) as store, stdout_reserved(args.json):
         resumed = store.open_run(name, params)
+        if claimed:
+            store.put_claimed(name, claimed)
         with progress_bar(err, "correct") as progress:
             bar = progress.add_task(f"bench {name} on {device}", total=None, correct=0)
             tally = {"correct": 0}
@@ -84,11 +129,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"run": name, "db": str(db), "report": str(report) if report else None,
                           "evaluated": evaluated, **summary.to_json()}))
-        return 0
+        return
     print_metrics(summary, f"{name}: {len(tasks)} tasks on {device}")
     if report:
         print(f"report: {report}")
-    return 0
 
 
 def print_metrics(summary, title: str) -> None:
@@ -136,8 +180,16 @@ def add_parsers(sub) -> None:
                    "folder or a folder of level1/..., a task file, or a dataset file (.jsonl, .parquet)")
     p.add_argument("--solutions", type=Path, default=None,
                    help="folder of candidates: one per task (level1/19_ReLU.py, 19_ReLU.py or a workspace "
-                   "folder of that name) and/or KernelBench's level_L_problem_P_sample_S_kernel.py files; "
-                   "default for `examples`: the bundled candidates")
+                   "folder of that name) and/or KernelBench's level_L_problem_P_sample_S_kernel.py files; or a "
+                   "published dump (.json, .jsonl, .parquet, or a folder of them): CUDA-L1's files and the "
+                   "KernelBench leaderboard's are recognised, any other through --columns; default for "
+                   "`examples`: the bundled candidates")
+    p.add_argument("--columns", default=None, metavar="KEY=COLUMN,...",
+                   help="which column of a dump holds what: level=...,problem=...,code=... and optionally "
+                   "model=..., sample=..., ref=..., and base=0 where its problem ids count from 0 (default 1)")
+    p.add_argument("--split-by", choices=["model"], default=None,
+                   help="a dump of several models: one run per model (RUN-MODEL) instead of their kernels as "
+                   "samples of one run")
     add_level_option(p)
     p.add_argument("--run", default=None, help="run name (default: <solutions folder>-<device>); the same "
                    "name with the same arguments resumes")

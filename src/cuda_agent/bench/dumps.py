@@ -1,0 +1,311 @@
+"""Published kernel dumps as solutions: the files other systems released, read as they are.
+
+A dump is a table of generated kernels, one row per kernel, in a JSON file (an array of rows, rows
+one per line, or an object holding such arrays, e.g. one per level), a JSONL file or a Parquet
+file, or a folder of them. Its shape says which it is:
+
+- CUDA-L1's `optimized_cuda_code/<gpu>.json`: `level_id`, `task_id` (KernelBench's problem id,
+  from 1), `ref_code` (the task as CUDA-L1 ran it), `custom_code` (null where it has none), and its
+  claimed speedups `score_*` (`score_default` over eager PyTorch).
+- The KernelBench leaderboard's `raw_data.json`: `level`, `problem_id` (from 0), `model`, `code`,
+  and speedups (`speedup*` columns) and correctness where it gives them.
+- Anything else through `Columns` (`--columns level=...,problem=...,code=...,model=...,sample=...`),
+  which says whether problem ids count from 0 or 1.
+
+`read_dump` turns a dump into `Entry` rows (the claimed figures kept beside the code);
+`to_solutions` writes each entry's code into a folder in KernelBench's run layout and matches it
+to the task set by level and problem id, as `solutions.find_solutions` does for a run folder. A
+file of unknown shape gets an error that shows the keys found and the `--columns` line that would
+read it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from cuda_agent.bench.solutions import Found, Solution
+from cuda_agent.errors import UsageError
+from cuda_agent.tasks import Task
+
+SUFFIXES = (".json", ".jsonl", ".parquet")
+COLUMN_KEYS = ("level", "problem", "code", "model", "sample", "ref", "base")
+
+
+@dataclass
+class Entry:
+    """One kernel of a dump: where it came from (`origin`: file and row), the KernelBench task it
+    claims to solve (problem ids from 1), its code, and what the dump claims about it."""
+
+    origin: str
+    level: int
+    problem: int
+    code: str
+    model: str | None = None
+    sample: int | None = None
+    ref_code: str | None = None
+    claimed: dict[str, Any] = field(default_factory=dict)  # correct, speedup (over eager), the raw figures
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which column holds what, for a dump of no known shape; `base`: the first problem id (0 or 1)."""
+
+    level: str
+    problem: str
+    code: str
+    model: str | None = None
+    sample: str | None = None
+    ref: str | None = None
+    base: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> "Columns":
+        """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R],base=0|1` (base: 1 if left out)."""
+        pairs: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or key not in COLUMN_KEYS or not value:
+                raise UsageError(f"--columns {text!r}: {part!r} is not KEY=COLUMN with KEY one of "
+                                 f"{', '.join(COLUMN_KEYS)}; e.g. --columns level=level,problem=problem_id,"
+                                 "code=kernel,base=0")
+            pairs[key] = value
+        missing = [k for k in ("level", "problem", "code") if k not in pairs]
+        if missing:
+            raise UsageError(f"--columns {text!r}: name the column of {', '.join(missing)} too")
+        base = pairs.pop("base", "1")
+        if base not in ("0", "1"):
+            raise UsageError(f"--columns {text!r}: base must be 0 or 1 (the first problem id), not {base!r}")
+        return cls(**pairs, base=int(base))
+
+
+# -- reading --
+def dump_files(path: Path) -> list[Path]:
+    """The dump files at `path`: the file itself, or those in the folder (recursively)."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+
+
+def is_dump(path: Path) -> bool:
+    """Is `path` a dump (a dump file, or a folder with dump files and no candidate `.py` files)?"""
+    if path.is_file():
+        return path.suffix.lower() in SUFFIXES
+    return path.is_dir() and bool(dump_files(path)) and not any(path.rglob("*.py"))
+
+
+def read_rows(file: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of one dump file, each with its origin (`file#i`, or `file#key/i` inside an object)."""
+    if file.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(file).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - any reader failure is the file's
+            raise UsageError(f"{file}: cannot read it as Parquet ({exc})") from None
+        return [(f"{file}#{i}", r) for i, r in enumerate(rows)]
+    text = file.read_text(errors="replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:  # rows one per line (CUDA-L1's .json files are)
+        data = _json_lines(file, text)
+    return _rows_of(data, str(file))
+
+
+def _json_lines(file: Path, text: str) -> list[Any]:
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{file}:{n}: not a JSON row ({exc.msg}); a dump holds one JSON object "
+                                 "per line, or one JSON array of objects") from None
+    return rows
+
+
+def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(data, list):
+        rows = [(f"{origin}#{i}", r) for i, r in enumerate(data)]
+        bad = next((o for o, r in rows if not isinstance(r, dict)), None)
+        if bad is not None:
+            raise UsageError(f"{bad}: a row must be a JSON object (keys and values), not "
+                             f"{type(dict(rows)[bad]).__name__}")
+        return rows
+    if isinstance(data, dict):
+        lists = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        if lists:  # {"level1": [...], ...}, or {"data": [...]}
+            return [row for key, v in lists.items() for row in _rows_of(v, f"{origin}#{key}")]
+        return [(f"{origin}#0", data)]
+    raise UsageError(f"{origin}: holds {type(data).__name__}, not rows (a JSON array of objects, or one "
+                     "object per line)")
+
+
+# -- recognising --
+def _number(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _int(x: Any, origin: str, what: str) -> int:
+    if isinstance(x, bool) or x is None:
+        raise UsageError(f"{origin}: {what} is {x!r}, not a number")
+    try:
+        v = int(str(x).strip().lower().removeprefix("level_").removeprefix("level"))
+    except ValueError:
+        raise UsageError(f"{origin}: {what} is {x!r}, not a whole number") from None
+    return v
+
+
+def _claimed_correct(row: dict[str, Any]) -> bool | None:
+    for key in ("correct", "correctness", "is_correct", "passed"):
+        if key in row and isinstance(row[key], (bool, int)) and row[key] in (0, 1, True, False):
+            return bool(row[key])
+    return None
+
+
+def _cuda_l1(origin: str, row: dict[str, Any]) -> Entry | None:
+    code = row.get("custom_code")
+    if not isinstance(code, str) or not code.strip():
+        return None  # CUDA-L1 has no kernel for this task
+    scores = {k: _number(v) for k, v in row.items() if k.startswith("score")}
+    return Entry(origin, _int(row["level_id"], origin, "level_id"), _int(row["task_id"], origin, "task_id"), code,
+                 model="CUDA-L1", ref_code=row.get("ref_code") if isinstance(row.get("ref_code"), str) else None,
+                 claimed={"correct": True, "speedup": scores.get("score_default"),
+                          **{k: v for k, v in scores.items() if v is not None}})
+
+
+def _leaderboard(origin: str, row: dict[str, Any]) -> Entry | None:
+    code = row.get("code")
+    if not isinstance(code, str) or not code.strip():
+        return None
+    figures = {k: _number(v) for k, v in row.items() if "speedup" in k.lower()}
+    speedup = next((v for k, v in figures.items() if v is not None and "eager" in k.lower()), None)
+    if speedup is None:
+        speedup = next((v for v in figures.values() if v is not None), None)
+    return Entry(origin, _int(row["level"], origin, "level"), _int(row["problem_id"], origin, "problem_id") + 1,
+                 code, model=str(row["model"]) if row.get("model") is not None else None,
+                 sample=_int(row["sample_id"], origin, "sample_id") if row.get("sample_id") is not None else None,
+                 claimed={"correct": _claimed_correct(row), "speedup": speedup,
+                          **{k: v for k, v in figures.items() if v is not None}})
+
+
+# (name, keys a row must have, reader): the first whose keys a file's first row has reads it
+SHAPES = (
+    ("CUDA-L1", {"level_id", "task_id", "custom_code"}, _cuda_l1),
+    ("KernelBench leaderboard", {"level", "problem_id", "model", "code"}, _leaderboard),
+)
+
+
+def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None:
+    missing = [c for c in (cols.level, cols.problem, cols.code, cols.model, cols.sample, cols.ref)
+               if c is not None and c not in row]
+    if missing:
+        raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
+                         f"{', '.join(sorted(row))}")
+    code = row[cols.code]
+    if not isinstance(code, str) or not code.strip():
+        return None
+    problem = _int(row[cols.problem], origin, cols.problem) + (1 - cols.base)
+    return Entry(origin, _int(row[cols.level], origin, cols.level), problem, code,
+                 model=str(row[cols.model]) if cols.model and row[cols.model] is not None else None,
+                 sample=_int(row[cols.sample], origin, cols.sample) if cols.sample and row[cols.sample] is not None else None,
+                 ref_code=row[cols.ref] if cols.ref and isinstance(row[cols.ref], str) else None,
+                 claimed={"correct": _claimed_correct(row)})
+
+
+def suggest_columns(row: dict[str, Any]) -> str:
+    """A `--columns` line guessed from a row's keys (the user checks it: it is shown, never used)."""
+    keys = list(row)
+
+    def pick(*words: str) -> str | None:
+        return next((k for w in words for k in keys if w in k.lower()), None)
+
+    strings = [k for k in keys if isinstance(row[k], str)]
+    code = pick("code", "kernel", "solution", "completion") or max(strings, key=lambda k: len(row[k]), default="CODE")
+    parts = {"level": pick("level", "lvl") or "LEVEL", "problem": pick("problem", "task", "pid") or "PROBLEM",
+             "code": code}
+    if (model := pick("model")) is not None:
+        parts["model"] = model
+    if (sample := pick("sample")) is not None:
+        parts["sample"] = sample
+    line = ",".join(f"{k}={v}" for k, v in parts.items())
+    return f"--columns {line},base=1   (base=0 if its problem ids count from 0)"
+
+
+def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[Entry], dict[str, str]]:
+    """The entries of the dump at `path` (a file or a folder of them) and, per file, the shape it
+    was read as. Rows without code (a task the dump has no kernel for) are left out."""
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"{root}: no such file or folder")
+    files = dump_files(root)
+    if not files:
+        raise UsageError(f"{root}: no dump file here ({', '.join(SUFFIXES)})")
+    entries: list[Entry] = []
+    shapes: dict[str, str] = {}
+    for file in files:
+        rows = read_rows(file)
+        if not rows:
+            raise UsageError(f"{file}: holds no rows")
+        first = rows[0][1]
+        if columns is not None:
+            shapes[str(file)] = "columns"
+            read = lambda o, r: _by_columns(columns, o, r)  # noqa: E731
+        else:
+            shape = next(((name, fn) for name, keys, fn in SHAPES if keys <= set(first)), None)
+            if shape is None:
+                raise UsageError(f"{file}: a dump of unknown shape; its rows have the keys "
+                                 f"{', '.join(sorted(first))}. Say which column holds what, e.g.:\n  "
+                                 + suggest_columns(first))
+            shapes[str(file)] = shape[0]
+            read = shape[1]
+        for origin, row in rows:
+            if (e := read(origin, row)) is not None:
+                entries.append(e)
+    return entries, shapes
+
+
+# -- as solutions --
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "model"
+
+
+def to_solutions(entries: Iterable[Entry], tasks: list[Task], folder: Path) -> tuple[Found, dict[tuple[str, int], Entry]]:
+    """Write each entry's code into `folder` in KernelBench's run layout and match it to `tasks` by
+    level and problem id. Samples number a task's entries in the dump's order (its own sample ids
+    where it gives them and they are free). Returns the solutions (entries of no task of the set
+    in `unmatched`, by origin) and the entry behind each (task id, sample)."""
+    by_kb = {(t.level, t.problem_id): t for t in tasks if t.level is not None and t.problem_id is not None}
+    folder.mkdir(parents=True, exist_ok=True)
+    found = Found()
+    behind: dict[tuple[str, int], Entry] = {}
+    for e in entries:
+        task = by_kb.get((e.level, e.problem))
+        if task is None:
+            found.unmatched.append(Path(e.origin))
+            continue
+        sample = e.sample if e.sample is not None and (task.id, e.sample) not in behind else 0
+        while (task.id, sample) in behind:
+            sample += 1
+        path = folder / f"level_{e.level}_problem_{e.problem}_sample_{sample}_kernel.py"
+        path.write_text(e.code)
+        behind[(task.id, sample)] = e
+        found.solutions.append(Solution(task, sample, path))
+    found.solutions.sort(key=lambda s: (s.task.level or 0, s.task.problem_id or 0, s.task.id, s.sample))
+    return found, behind
+
+
+def split_by_model(entries: list[Entry]) -> dict[str, list[Entry]]:
+    """The entries of each model (in the dump's order), for one run per model."""
+    out: dict[str, list[Entry]] = {}
+    for e in entries:
+        out.setdefault(_slug(e.model or "model"), []).append(e)
+    return out

@@ -1,0 +1,125 @@
+"""Published kernel dumps read as they are (bench/dumps.py): CUDA-L1's per-GPU files, the
+KernelBench leaderboard's rows, any table through --columns, and the errors a malformed or
+unknown dump gets. The dumps here are small ones written for the tests, in each format's shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.bench.dumps import Columns, is_dump, read_dump, split_by_model, to_solutions
+from cuda_agent.errors import UsageError
+from cuda_agent.tasks import Task
+
+TASK = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+TASKS = [Task(name="19_ReLU", source=TASK, origin="t", level=1, problem_id=19),
+         Task(name="20_LeakyReLU", source=TASK, origin="t", level=1, problem_id=20),
+         Task(name="1_Conv2D_ReLU_BiasAdd", source=TASK, origin="t", level=2, problem_id=1)]
+
+
+def kernel(tag: str) -> str:
+    return f"# {tag}\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def test_cuda_l1s_file_is_read_as_published(tmp_path):
+    """One JSON object per line in a `.json` file, problem ids from 1, rows without a kernel."""
+    rows = [{"level_id": 1, "task_id": 19, "ref_code": TASK, "custom_code": kernel("l1-19"), "cuda_graph_code": "x",
+             "score_default": 2.75, "score_torch_compile_default": 1.5, "score_cudnn": None},
+            {"level_id": 1, "task_id": 20, "ref_code": TASK, "custom_code": None, "score_default": None},
+            {"level_id": 2, "task_id": 1, "ref_code": TASK, "custom_code": kernel("l2-1"), "score_default": 0.9}]
+    dump = tmp_path / "h100.json"
+    dump.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert is_dump(dump)
+    entries, shapes = read_dump(dump)
+    assert shapes == {str(dump): "CUDA-L1"}
+    assert [(e.level, e.problem) for e in entries] == [(1, 19), (2, 1)]  # task 20 has no kernel
+    first = entries[0]
+    assert first.claimed["speedup"] == 2.75 and first.claimed["score_torch_compile_default"] == 1.5
+    assert first.ref_code == TASK and first.model == "CUDA-L1"
+    found, behind = to_solutions(entries, TASKS, tmp_path / "solutions")
+    assert [(s.task.id, s.sample) for s in found.solutions] == [("level1/19_ReLU", 0), ("level2/1_Conv2D_ReLU_BiasAdd", 0)]
+    assert found.solutions[0].path.read_text().startswith("# l1-19")
+    assert found.solutions[0].path.name == "level_1_problem_19_sample_0_kernel.py"
+    assert behind[("level1/19_ReLU", 0)] is first
+
+
+def test_the_leaderboards_rows_count_problems_from_zero_and_split_by_model(tmp_path):
+    rows = [{"level": 1, "problem_id": 18, "model": "gpt-o1", "code": kernel("o1"), "speedup_over_eager": 1.3,
+             "correct": True},
+            {"level": 1, "problem_id": 18, "model": "claude-3.5-sonnet", "code": kernel("sonnet"),
+             "speedup_over_eager": 0.7, "correct": True},
+            {"level": 1, "problem_id": 19, "model": "gpt-o1", "code": kernel("o1-b"), "correct": False},
+            {"level": 3, "problem_id": 0, "model": "gpt-o1", "code": kernel("no task")}]
+    dump = tmp_path / "raw_data.json"
+    dump.write_text(json.dumps(rows))
+    entries, shapes = read_dump(dump)
+    assert shapes[str(dump)] == "KernelBench leaderboard"
+    assert [(e.level, e.problem, e.model) for e in entries][:3] == [
+        (1, 19, "gpt-o1"), (1, 19, "claude-3.5-sonnet"), (1, 20, "gpt-o1")]
+    assert entries[0].claimed == {"correct": True, "speedup": 1.3, "speedup_over_eager": 1.3}
+    assert entries[2].claimed["correct"] is False and entries[2].claimed["speedup"] is None
+    found, _ = to_solutions(entries, TASKS, tmp_path / "all")  # as samples of one run
+    assert [(s.task.name, s.sample) for s in found.solutions] == [("19_ReLU", 0), ("19_ReLU", 1), ("20_LeakyReLU", 0)]
+    assert found.unmatched == [Path(entries[3].origin)]  # level 3 problem 1 is not in the task set
+    runs = split_by_model(entries)
+    assert sorted(runs) == ["claude-3.5-sonnet", "gpt-o1"] and len(runs["gpt-o1"]) == 3
+
+
+def test_any_table_through_columns_parquet_included(tmp_path):
+    from cuda_agent.parquet import write_rows
+
+    rows = [{"lvl": "level_1", "pid": 18, "model_name": "m", "completion": kernel("a"), "n": 3},
+            {"lvl": "level_1", "pid": 18, "model_name": "m", "completion": kernel("b"), "n": 3}]
+    dump = write_rows(tmp_path / "gens.parquet", rows)
+    with pytest.raises(UsageError) as err:
+        read_dump(dump)
+    message = str(err.value)
+    assert "unknown shape" in message and "completion, lvl, model_name, n, pid" in message
+    assert "--columns level=lvl,problem=pid,code=completion,model=model_name" in message
+    entries, shapes = read_dump(dump, Columns.parse("level=lvl,problem=pid,code=completion,model=model_name,sample=n,base=0"))
+    assert shapes[str(dump)] == "columns"
+    assert [(e.level, e.problem, e.sample) for e in entries] == [(1, 19, 3), (1, 19, 3)]
+    found, _ = to_solutions(entries, TASKS, tmp_path / "s")
+    by_sample = {s.sample: s.path.read_text() for s in found.solutions}
+    assert by_sample[3].startswith("# a") and by_sample[0].startswith("# b")  # its own id, then the first free one
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"level": 1, "problem_id": 0, "model": "m", "code": "x"}\n{"level": 1,\n', ":2: not a JSON row"),
+    ("[1, 2]", "must be a JSON object"),
+    ('"just a string"', "not rows"),
+    ('[{"level": "one", "problem_id": 0, "model": "m", "code": "x"}]', "level is 'one', not a whole number"),
+    ("[]", "holds no rows"),
+])
+def test_a_malformed_dump_says_where_and_what(tmp_path, text, message):
+    dump = tmp_path / "bad.json"
+    dump.write_text(text)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        read_dump(dump)
+
+
+def test_columns_are_checked(tmp_path):
+    with pytest.raises(UsageError, match="name the column of code"):
+        Columns.parse("level=a,problem=b")
+    with pytest.raises(UsageError, match="base must be 0 or 1"):
+        Columns.parse("level=a,problem=b,code=c,base=2")
+    with pytest.raises(UsageError, match="KEY=COLUMN"):
+        Columns.parse("level=a,problem=b,code=c,colour=red")
+    dump = tmp_path / "d.jsonl"
+    dump.write_text(json.dumps({"a": 1, "b": 2, "c": "x"}) + "\n")
+    with pytest.raises(UsageError, match="no column 'model'"):
+        read_dump(dump, Columns.parse("level=a,problem=b,code=c,model=model"))
+
+
+def test_a_folder_of_dumps_is_a_dump_and_a_folder_of_kernels_is_not(tmp_path):
+    (tmp_path / "dumps").mkdir()
+    (tmp_path / "dumps" / "a.jsonl").write_text(json.dumps({"level_id": 1, "task_id": 19, "custom_code": "x"}) + "\n")
+    (tmp_path / "dumps" / "b.jsonl").write_text(json.dumps({"level_id": 1, "task_id": 20, "custom_code": "y"}) + "\n")
+    assert is_dump(tmp_path / "dumps")
+    entries, shapes = read_dump(tmp_path / "dumps")
+    assert [e.problem for e in entries] == [19, 20] and len(shapes) == 2
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "level_1_problem_19_sample_0_kernel.py").write_text("x")
+    assert not is_dump(tmp_path / "run")
