@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -240,7 +242,7 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
              "speedup": 3.0, "correct": True}]
     dump = tmp_path / "raw_data.json"
     dump.write_text(json.dumps(rows))
-    done = subprocess.run(_bench(tmp_path, dump, "--split-by", "model", "--json", "--no-report"),
+    done = subprocess.run(_bench(tmp_path, dump, "--split-by", "model", "--json"),
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "read as KernelBench leaderboard" in done.stderr
@@ -255,6 +257,35 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
         claimed = store.claimed("raw_data-cpu-model_b")[("level1/1_ReluBias", 0)]
         assert claimed["correct"] is True and claimed["speedup"] == 3.0 and claimed["model"] == "model/b"
         assert claimed["origin"].endswith("raw_data.json#2")
+    # the reports put the claims beside the verdicts: disagreements first, every sample's code in the page
+    md = (tmp_path / "runs" / "raw_data-cpu-model_b" / "report.md").read_text()
+    assert "## Claimed against measured" in md and "claimed correct, judged not" in md
+    page = (tmp_path / "runs" / "raw_data-cpu-model-a" / "report.html").read_text()
+    data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    assert [(r["task"], r["correct"], r["claimed_speedup"]) for r in data] == [
+        ("level1/2_TanhBias", False, 1.2), ("level1/1_ReluBias", True, 1.8)]  # the disagreement first
+    assert data[0]["disagreement"] == "claimed correct, judged not" and "torch.relu" in data[0]["code"]
+    assert "data:image/png;base64," in page and "https://" not in page and "http://" not in page
     bad = subprocess.run(_bench(tmp_path, tmp_path / "kb", "--columns", "level=a,problem=b,code=c"),
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "--columns and --split-by read a dump" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no Chromium here (Debian's `chromium` package)")
+def test_the_html_report_opens_in_chromium_with_every_samples_code_reachable(tmp_path):
+    """report.html in a real browser: the script renders every sample's row, and a sample opened
+    from the address (`#s=N`, what a click does) shows its code and its reasons."""
+    _kernelbench(tmp_path / "kb")
+    sols = tmp_path / "sols"
+    sols.mkdir()
+    (sols / "level_1_problem_1_sample_0_kernel.py").write_text(RIGHT)
+    (sols / "level_1_problem_2_sample_0_kernel.py").write_text(RIGHT)
+    done = subprocess.run(_bench(tmp_path, sols, "--json"), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = tmp_path / "runs" / "sols-cpu" / "report.html"
+    for i in (0, 1):
+        dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                              f"{page.as_uri()}#s={i}"], capture_output=True, text=True, timeout=120).stdout
+        assert len(re.findall(r'<tr class="row [^"]*" data-id="\d+"', dom)) == 2 and "2 of 2 samples" in dom
+        detail = dom.split(f'<tr class="detail" id="detail-{i}">')[1].split("</tr>")[0]
+        assert 'class="code"' in detail and "class ModelNew" in detail and "torch.relu" in detail

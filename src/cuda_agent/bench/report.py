@@ -2,15 +2,19 @@
 
 Written into one folder: `report.md`, `speedups.png` (speedup distribution per level, against eager
 and compile), `fast_p.png` (fast_p curves against both baselines) and `failures.png` (reasons for
-failure by count). Plots use matplotlib's Agg backend: no display needed.
+failure by count), and `report.html`, the page to browse (html_report.py). Where the solutions came
+from a published dump, both put what it claimed beside what was measured. Plots use matplotlib's
+Agg backend: no display needed.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.bench.html_report import claimed_summary, samples, write_html
 from cuda_agent.bench.metrics import FAST_P, fast_p
 from cuda_agent.bench.runner import Summary, summarize_run
 from cuda_agent.bench.store import Store
@@ -94,12 +98,43 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     for t in a.per_task:
         lines.append(f"| {t['task']} | {t['samples']} | {'yes' if t['correct'] else 'no'} | "
                      f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {', '.join(t['reasons']) or '-'} |")
+    lines += _claims(store, run)
     _plot_speedups(a, out / "speedups.png")
     _plot_fast_p([(run, a)] + ([(compare, b)] if b else []), out / "fast_p.png")
     _plot_failures(a, out / "failures.png")
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
+    metrics = metric_groups(a.best) if b is None else rows
+    write_html(store, [run] + ([compare] if compare else []), out, _html_table(metrics),
+               [out / "speedups.png", out / "fast_p.png", out / "failures.png"])
     return path
+
+
+def _claims(store: Store, run: str) -> list[str]:
+    """Claimed against measured, for a run whose solutions came from a dump: the counts, then every
+    disagreement (report.html has every sample)."""
+    rows = samples(store, run)
+    summary = claimed_summary(rows)
+    if summary is None:
+        return []
+    lines = ["", "## Claimed against measured", "",
+             f"{summary['samples']} samples carry the dump's claims: {summary['claimed_correct']} claimed correct, "
+             f"{summary['judged_correct']} judged correct here ({summary['agree_on_correctness']} agree on "
+             f"correctness); measured speedup over claimed, median {summary['median_measured_over_claimed']}; "
+             f"{summary['disagreements']} disagree:", ""]
+    bad = [r for r in rows if r["disagreement"]]
+    if bad:
+        lines += ["| task | sample | model | disagreement | our reasons |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['task']} | {r['sample']} | {r['model'] or '-'} | {r['disagreement']} | "
+                  f"{', '.join(r['codes']) or '-'} |" for r in bad]
+    return lines
+
+
+def _html_table(groups: dict[str, dict[str, Any]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in ("", *METRIC_COLUMNS))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (name, *metric_cells(m))) + "</tr>"
+                   for name, m in groups.items())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _changes(a: Summary, b: Summary, run: str, compare: str) -> list[str]:
