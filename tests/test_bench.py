@@ -236,7 +236,7 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
     """`bench --solutions raw_data.json --split-by model`: the leaderboard's rows (problem ids from 0)
     become one run per model, each judged, and each verdict has the dump's claims beside it."""
     _kernelbench(tmp_path / "kb")
-    rows = [{"level": 1, "problem_id": 0, "model": "model-a", "code": RIGHT, "speedup": 1.8, "correct": True},
+    rows = [{"level": 1, "problem_id": 0, "model": "model-a", "code": RIGHT, "correct": True},  # (CPU timing: no claim)
             {"level": 1, "problem_id": 1, "model": "model-a", "code": RIGHT, "speedup": 1.2, "correct": True},
             {"level": 1, "problem_id": 0, "model": "model/b", "code": RIGHT.replace("x + self.bias", "x - self.bias"),
              "speedup": 3.0, "correct": True}]
@@ -263,12 +263,12 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
     page = (tmp_path / "runs" / "raw_data-cpu-model-a" / "report.html").read_text()
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
     assert [(r["task"], r["correct"], r["claimed_speedup"]) for r in data] == [
-        ("level1/2_TanhBias", False, 1.2), ("level1/1_ReluBias", True, 1.8)]  # the disagreement first
+        ("level1/2_TanhBias", False, 1.2), ("level1/1_ReluBias", True, None)]  # the disagreement first
     assert data[0]["disagreement"] == "claimed correct, judged not" and "torch.relu" in data[0]["code"]
     assert "data:image/png;base64," in page and "https://" not in page and "http://" not in page
     bad = subprocess.run(_bench(tmp_path, tmp_path / "kb", "--columns", "level=a,problem=b,code=c"),
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "--columns and --split-by read a dump" in bad.stderr
+    assert bad.returncode != 0 and "read a dump: pass it as --solutions" in bad.stderr
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="no Chromium here (Debian's `chromium` package)")
@@ -289,3 +289,28 @@ def test_the_html_report_opens_in_chromium_with_every_samples_code_reachable(tmp
         assert len(re.findall(r'<tr class="row [^"]*" data-id="\d+"', dom)) == 2 and "2 of 2 samples" in dom
         detail = dom.split(f'<tr class="detail" id="detail-{i}">')[1].split("</tr>")[0]
         assert 'class="code"' in detail and "class ModelNew" in detail and "torch.relu" in detail
+
+
+def test_a_cuda_l1_dump_is_judged_against_its_own_reference_with_tasks_from_dump(tmp_path):
+    """CUDA-L1's file as published (one JSON row per line, `ref_code` beside `custom_code`): a
+    reference that is not the task set's task is reported and left unjudged; --tasks-from-dump
+    judges the kernel against the dump's own reference, under the task set's name."""
+    _kernelbench(tmp_path / "kb")
+    rows = [{"level_id": 1, "task_id": 1, "ref_code": TASK, "custom_code": RIGHT, "score_default": 1.1},
+            {"level_id": 1, "task_id": 2, "ref_code": TASK, "custom_code": RIGHT, "score_default": 2.0}]
+    dump = tmp_path / "h100.json"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plain = subprocess.run(_bench(tmp_path, dump, "--json", "--no-report"), capture_output=True, text=True, timeout=900)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert "read as CUDA-L1" in plain.stderr
+    assert "1 solution(s) judged, though the dump's reference differs a little" in plain.stderr
+    assert "level1/2_TanhBias: its reference differs a little" in plain.stderr
+    own = subprocess.run(_bench(tmp_path, dump, "--tasks-from-dump", "--run", "own", "--json", "--no-report"),
+                         capture_output=True, text=True, timeout=900)
+    assert own.returncode == 0, own.stderr[-3000:]
+    assert "2 task(s) from the dump's own reference code" in own.stderr
+    with Store(tmp_path / "runs" / "bench.sqlite") as store:
+        judged = {r.task: r.result.correct for r in store.records("h100-cpu")}
+        assert judged == {"level1/1_ReluBias": True, "level1/2_TanhBias": False}  # a relu kernel, a tanh task
+        assert {r.task: r.result.correct for r in store.records("own")} == {
+            "level1/1_ReluBias": True, "level1/2_TanhBias": True}  # the dump's relu reference, the set's name

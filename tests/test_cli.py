@@ -126,6 +126,7 @@ SURFACE = [
     'cuda-agent bench --solutions: store dest=solutions type=Path',
     "cuda-agent bench --split-by: store dest=split_by choices=['model']",
     'cuda-agent bench --stress-trials: store dest=stress_trials default=2 type=int',
+    'cuda-agent bench --tasks-from-dump: store_true dest=tasks_from_dump default=False',
     'cuda-agent bench --timeout: store dest=timeout default=300.0 type=checked',
     'cuda-agent bench --trials: store dest=trials default=5 type=checked',
     'cuda-agent bench --unsandboxed: store_true dest=unsandboxed default=False',

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.bench.dumps import Columns, is_dump, read_dump, split_by_model, to_solutions
+from cuda_agent.bench.dumps import (Columns, dump_tasks, is_dump, read_dump, reference_difference, split_by_model,
+                                    to_solutions)
 from cuda_agent.errors import UsageError
 from cuda_agent.tasks import Task
 
@@ -38,7 +39,8 @@ def test_cuda_l1s_file_is_read_as_published(tmp_path):
     first = entries[0]
     assert first.claimed["speedup"] == 2.75 and first.claimed["score_torch_compile_default"] == 1.5
     assert first.ref_code == TASK and first.model == "CUDA-L1"
-    found, behind = to_solutions(entries, TASKS, tmp_path / "solutions")
+    found, behind, mismatched = to_solutions(entries, TASKS, tmp_path / "solutions")
+    assert mismatched == []
     assert [(s.task.id, s.sample) for s in found.solutions] == [("level1/19_ReLU", 0), ("level2/1_Conv2D_ReLU_BiasAdd", 0)]
     assert found.solutions[0].path.read_text().startswith("# l1-19")
     assert found.solutions[0].path.name == "level_1_problem_19_sample_0_kernel.py"
@@ -60,7 +62,7 @@ def test_the_leaderboards_rows_count_problems_from_zero_and_split_by_model(tmp_p
         (1, 19, "gpt-o1"), (1, 19, "claude-3.5-sonnet"), (1, 20, "gpt-o1")]
     assert entries[0].claimed == {"correct": True, "speedup": 1.3, "speedup_over_eager": 1.3}
     assert entries[2].claimed["correct"] is False and entries[2].claimed["speedup"] is None
-    found, _ = to_solutions(entries, TASKS, tmp_path / "all")  # as samples of one run
+    found, _, _ = to_solutions(entries, TASKS, tmp_path / "all")  # as samples of one run
     assert [(s.task.name, s.sample) for s in found.solutions] == [("19_ReLU", 0), ("19_ReLU", 1), ("20_LeakyReLU", 0)]
     assert found.unmatched == [Path(entries[3].origin)]  # level 3 problem 1 is not in the task set
     runs = split_by_model(entries)
@@ -81,7 +83,7 @@ def test_any_table_through_columns_parquet_included(tmp_path):
     entries, shapes = read_dump(dump, Columns.parse("level=lvl,problem=pid,code=completion,model=model_name,sample=n,base=0"))
     assert shapes[str(dump)] == "columns"
     assert [(e.level, e.problem, e.sample) for e in entries] == [(1, 19, 3), (1, 19, 3)]
-    found, _ = to_solutions(entries, TASKS, tmp_path / "s")
+    found, _, _ = to_solutions(entries, TASKS, tmp_path / "s")
     by_sample = {s.sample: s.path.read_text() for s in found.solutions}
     assert by_sample[3].startswith("# a") and by_sample[0].startswith("# b")  # its own id, then the first free one
 
@@ -123,3 +125,55 @@ def test_a_folder_of_dumps_is_a_dump_and_a_folder_of_kernels_is_not(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "level_1_problem_19_sample_0_kernel.py").write_text("x")
     assert not is_dump(tmp_path / "run")
+
+
+REF = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    \"\"\"ReLU.\"\"\"
+    def forward(self, x):
+        return torch.relu(x)
+
+batch_size = 16
+dim = 16384
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_dumps_reference_is_checked_against_the_task_it_would_be_judged_by(tmp_path):
+    """Formatting, comments and docstrings aside, the dump's reference must be the task's: other
+    sizes (KernelBench changed some between versions) or another function are reported, and such
+    an entry is not judged against the task set's task; --tasks-from-dump judges it against its own."""
+    restyled = REF.replace('    \"\"\"ReLU.\"\"\"\n', "").replace("return torch.relu(x)", "return torch.relu(x)  # the op")
+    assert reference_difference(REF, restyled) is None
+    assert reference_difference(REF, REF.replace("dim = 16384", "dim = 4096")) == (
+        "its sizes changed: dim = 4096 there, 16384 here", True)
+    other = REF.replace("torch.relu(x)", "torch.sigmoid(x) * torch.tanh(x) + torch.nn.functional.gelu(x).sum()")
+    assert reference_difference(REF, other)[0].startswith("its reference differs (similarity")
+    little = reference_difference(REF, REF.replace("torch.relu", "torch.tanh"))
+    assert little[0].startswith("its reference differs a little") and little[1] is False
+    task = Task(name="19_ReLU", source=REF, origin="t", level=1, problem_id=19)
+    entries = [e for e in read_dump(_cuda_l1(tmp_path, [(19, REF), (20, REF.replace("dim = 16384", "dim = 4096"))]))[0]]
+    found, _, mismatched = to_solutions(entries, [task, Task(name="20_LeakyReLU", source=REF, origin="t", level=1,
+                                                             problem_id=20)], tmp_path / "s")
+    assert [s.task.name for s in found.solutions] == ["19_ReLU"]
+    assert [(m.task.name, m.why, m.other) for m in mismatched] == [
+        ("20_LeakyReLU", "its sizes changed: dim = 4096 there, 16384 here", True)]
+    own = dump_tasks(entries, [task])
+    assert [(t.name, t.level, t.problem_id) for t in own] == [("19_ReLU", 1, 19), ("20_from_dump", 1, 20)]
+    assert "dim = 4096" in own[1].source
+    with pytest.raises(UsageError, match="not a task"):
+        dump_tasks(read_dump(_cuda_l1(tmp_path, [(21, "import torch\nx = 1\n")]))[0], [])
+
+
+def _cuda_l1(tmp_path: Path, refs: list[tuple[int, str]]) -> Path:
+    dump = tmp_path / f"dump{len(refs)}_{refs[0][0]}.json"
+    dump.write_text("\n".join(json.dumps({"level_id": 1, "task_id": pid, "ref_code": ref, "custom_code": kernel(str(pid)),
+                                          "score_default": 1.0}) for pid, ref in refs) + "\n")
+    return dump

@@ -25,9 +25,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config.device = device = resolve_device(config.device)
     tasks = load_tasks(args)
     err = console(stderr=True)
-    if (args.columns or args.split_by) and not (args.solutions and is_dump(args.solutions)):
-        raise CudaAgentError("--columns and --split-by read a dump: pass it as --solutions FILE (a .json, .jsonl "
-                             "or .parquet file, or a folder of them)")
+    if (args.columns or args.split_by or args.tasks_from_dump) and not (args.solutions and is_dump(args.solutions)):
+        raise CudaAgentError("--columns, --split-by and --tasks-from-dump read a dump: pass it as --solutions FILE "
+                             "(a .json, .jsonl or .parquet file, or a folder of them)")
     claimed: dict = {}
     if args.agent:
         if args.solutions or not (args.base_url and args.model):
@@ -64,18 +64,29 @@ def _warn_unmatched(err, unmatched: list, where) -> None:
 def _dump_runs(args: argparse.Namespace, tasks: list, device: str, err) -> tuple[list, dict]:
     """A dump's solutions, written into OUT/RUN/solutions/ in KernelBench's run layout: one run (models
     as samples) or, with --split-by model, one per model; and per run what the dump claims of each."""
-    from cuda_agent.bench.dumps import Columns, read_dump, split_by_model, to_solutions
+    from cuda_agent.bench.dumps import Columns, dump_tasks, read_dump, split_by_model, to_solutions
 
     entries, shapes = read_dump(args.solutions, Columns.parse(args.columns) if args.columns else None)
     for file, shape in shapes.items():
         err.print(f"{file}: read as {shape}", highlight=False)
+    if args.tasks_from_dump:
+        tasks[:] = dump_tasks(entries, tasks)
+        err.print(f"{len(tasks)} task(s) from the dump's own reference code", highlight=False)
     base = args.run or f"{Path(args.solutions).stem}-{device}"
     groups = ({f"{base}-{m}": es for m, es in split_by_model(entries).items()} if args.split_by == "model"
               else {base: entries})
     runs, claimed = [], {}
     for name, group in groups.items():
-        found, behind = to_solutions(group, tasks, args.out / name / "solutions")
+        found, behind, mismatched = to_solutions(group, tasks, args.out / name / "solutions")
         _warn_unmatched(err, found.unmatched, args.solutions)
+        for other, what in ((True, "not judged: the dump's reference is another task"),
+                            (False, "judged, though the dump's reference differs a little")):
+            ms = [m for m in mismatched if m.other is other]
+            if ms:
+                lines = "\n".join(f"  {m.entry.origin} -> {m.task.id}: {m.why}" for m in ms[:10])
+                more = f"\n  and {len(ms) - 10} more" if len(ms) > 10 else ""
+                err.print(f"[yellow]{name}: {len(ms)} solution(s) {what} (--tasks-from-dump judges them against "
+                          f"the dump's own reference):\n{lines}{more}[/]", highlight=False, soft_wrap=True)
         runs.append((name, found.solutions))
         claimed[name] = [(task, sample, e.origin, {"model": e.model, **e.claimed})
                          for (task, sample), e in behind.items()]
@@ -187,6 +198,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--columns", default=None, metavar="KEY=COLUMN,...",
                    help="which column of a dump holds what: level=...,problem=...,code=... and optionally "
                    "model=..., sample=..., ref=..., and base=0 where its problem ids count from 0 (default 1)")
+    p.add_argument("--tasks-from-dump", action="store_true",
+                   help="judge a dump's kernels against the reference code it carries (CUDA-L1's ref_code), "
+                   "not the task set's (whose names it keeps)")
     p.add_argument("--split-by", choices=["model"], default=None,
                    help="a dump of several models: one run per model (RUN-MODEL) instead of their kernels as "
                    "samples of one run")
