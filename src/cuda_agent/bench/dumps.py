@@ -6,7 +6,8 @@ file, or a folder of them. Its shape says which it is:
 
 - CUDA-L1's `optimized_cuda_code/<gpu>.json`: `level_id`, `task_id` (KernelBench's problem id,
   from 1), `ref_code` (the task as CUDA-L1 ran it), `custom_code` (null where it has none), and its
-  claimed speedups `score_*` (`score_default` over eager PyTorch).
+  claimed speedups `score_*` (`score_default` over eager PyTorch). A row with a kernel is taken as
+  claimed correct: CUDA-L1 publishes the kernels that passed its own checks, with their speedups.
 - The KernelBench leaderboard's `raw_data.json`: `level`, `problem_id` (from 0), `model`, `code`,
   and speedups (`speedup*` columns) and correctness where it gives them.
 - Anything else through `Columns` (`--columns level=...,problem=...,code=...,model=...,sample=...`),
