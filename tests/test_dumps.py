@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.bench.dumps import (Columns, dump_tasks, is_dump, read_dump, reference_difference, split_by_model,
-                                    to_solutions)
+from cuda_agent.bench.dumps import (Columns, dump_tasks, is_dump, read_dump, reference_difference, run_folder_claims,
+                                    split_by_model, to_solutions)
+from cuda_agent.bench.solutions import find_solutions
 from cuda_agent.errors import UsageError
 from cuda_agent.tasks import Task
 
@@ -177,3 +178,26 @@ def _cuda_l1(tmp_path: Path, refs: list[tuple[int, str]]) -> Path:
     dump.write_text("\n".join(json.dumps({"level_id": 1, "task_id": pid, "ref_code": ref, "custom_code": kernel(str(pid)),
                                           "score_default": 1.0}) for pid, ref in refs) + "\n")
     return dump
+
+
+def test_a_kernelbench_run_folders_own_verdicts_are_its_claims(tmp_path):
+    """KernelBench's run layout with its eval_results.json (keyed by problem id; one result, or a
+    list by sample_id): each kernel's compiled/correct/runtime become the claims beside our verdict."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("level_1_problem_19_sample_0_kernel.py", "level_1_problem_19_sample_1_kernel.py",
+                 "level_1_problem_20_sample_0_kernel.py"):
+        (run / name).write_text(kernel(name))
+    (run / "eval_results.json").write_text(json.dumps({
+        "19": [{"sample_id": 0, "compiled": True, "correctness": True, "runtime": 0.5},
+               {"sample_id": 1, "compiled": True, "correctness": False, "runtime": -1.0}],
+        "20": {"sample_id": 0, "compiled": False, "correctness": False, "runtime": -1.0}}))
+    found = find_solutions(run, TASKS)
+    claims = {(t, s): c for t, s, _, c in run_folder_claims(run, found.solutions)}
+    assert claims == {("level1/19_ReLU", 0): {"correct": True, "speedup": None, "compiled": True, "runtime_ms": 0.5},
+                      ("level1/19_ReLU", 1): {"correct": False, "speedup": None, "compiled": True},
+                      ("level1/20_LeakyReLU", 0): {"correct": False, "speedup": None, "compiled": False}}
+    (run / "eval_results.json").write_text("[1, 2]")
+    with pytest.raises(UsageError, match="keyed by problem id"):
+        run_folder_claims(run, found.solutions)
+    assert Columns.parse("level=l,problem=p:0,code=c").base == 0 and Columns.parse("level=l,problem=p:0,code=c").problem == "p"

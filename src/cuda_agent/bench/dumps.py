@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cuda_agent.bench.solutions import Found, Solution
+from cuda_agent.bench.solutions import KB_RUN_FILE, Found, Solution
 from cuda_agent.errors import UsageError
 from cuda_agent.errors import TaskError
 from cuda_agent.tasks import Task, validate_task_source
@@ -73,7 +73,8 @@ class Columns:
 
     @classmethod
     def parse(cls, text: str) -> "Columns":
-        """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R],base=0|1` (base: 1 if left out)."""
+        """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R],base=0|1` (base: 1 if left out;
+        `problem=P:0` says the same as base=0)."""
         pairs: dict[str, str] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, sep, value = part.partition("=")
@@ -82,6 +83,8 @@ class Columns:
                                  f"{', '.join(COLUMN_KEYS)}; e.g. --columns level=level,problem=problem_id,"
                                  "code=kernel,base=0")
             pairs[key] = value
+        if pairs.get("problem", "")[-2:] in (":0", ":1"):  # problem=COLUMN:0, the same as base=0
+            pairs["problem"], pairs["base"] = pairs["problem"][:-2], pairs["problem"][-1]
         missing = [k for k in ("level", "problem", "code") if k not in pairs]
         if missing:
             raise UsageError(f"--columns {text!r}: name the column of {', '.join(missing)} too")
@@ -397,6 +400,38 @@ def to_solutions(entries: Iterable[Entry], tasks: list[Task], folder: Path
         found.solutions.append(Solution(task, sample, path))
     found.solutions.sort(key=lambda s: (s.task.level or 0, s.task.problem_id or 0, s.task.id, s.sample))
     return found, behind, mismatched
+
+
+def run_folder_claims(folder: Path, solutions: list[Solution]) -> list[tuple[str, int, str, dict[str, Any]]]:
+    """What a KernelBench run folder's own `eval_results.json` says of its kernels (by problem id,
+    one result or a list of them by `sample_id`): compiled, correct, its runtime; for the run store's
+    `claimed`, matched to `solutions` found in that folder's run layout. Empty without the file."""
+    results = folder / "eval_results.json"
+    if not results.is_file():
+        return []
+    try:
+        data = json.loads(results.read_text(errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{results}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{results}: expected an object keyed by problem id, found {type(data).__name__}")
+    out = []
+    for sol in solutions:
+        m = KB_RUN_FILE.match(sol.path.name)
+        if m is None or sol.path.parent != folder:
+            continue
+        problem, sample = m.group(2), int(m.group(3))
+        got = data.get(problem)
+        rows = got if isinstance(got, list) else [got] if isinstance(got, dict) else []
+        row = next((r for r in rows if isinstance(r, dict) and r.get("sample_id", 0) == sample), None)
+        if row is None:
+            continue
+        correct = row.get("correctness", row.get("correct"))
+        runtime = _number(row.get("runtime"))
+        out.append((sol.task.id, sol.sample, f"{results}#{problem}/{sample}",
+                    {"correct": bool(correct) if isinstance(correct, bool) else None, "speedup": None,
+                     "compiled": row.get("compiled"), **({"runtime_ms": runtime} if runtime and runtime > 0 else {})}))
+    return out
 
 
 def split_by_model(entries: list[Entry]) -> dict[str, list[Entry]]:

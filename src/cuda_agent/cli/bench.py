@@ -37,9 +37,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.solutions and is_dump(args.solutions):
         runs, claimed = _dump_runs(args, tasks, device, err)
     elif args.solutions:
+        from cuda_agent.bench.dumps import run_folder_claims
+
         found = find_solutions(args.solutions, tasks)
         _warn_unmatched(err, found.unmatched, args.solutions)
-        runs = [(args.run or runner.default_run_name(args.taskset, args.solutions, device), found.solutions)]
+        name = args.run or runner.default_run_name(args.taskset, args.solutions, device)
+        runs = [(name, found.solutions)]
+        claimed = {name: run_folder_claims(Path(args.solutions), found.solutions)}  # KernelBench's own verdicts
     elif args.taskset == "examples":
         solutions = bundled_solutions(device)
         tasks = [t for t in tasks if any(s.task.id == t.id for s in solutions)]  # gemm_cublas: CUDA only
