@@ -48,6 +48,19 @@ def test_cuda_l1s_file_is_read_as_published(tmp_path):
     assert behind[("level1/19_ReLU", 0)] is first
 
 
+def test_cuda_l1s_codes_file_holds_its_rows_under_their_level(tmp_path):
+    """`optimized_cuda_code/codes/<gpu>.json`: {"1": [rows], "2": [rows]}, rows without a level of
+    their own and with one `score`."""
+    dump = tmp_path / "codes-h100.json"
+    dump.write_text(json.dumps({"1": [{"task_id": 19, "ref_code": TASK, "custom_code": kernel("a"), "score": 2.5}],
+                                "2": [{"task_id": 1, "ref_code": TASK, "custom_code": kernel("b"), "score": 0.8},
+                                      {"task_id": 2, "ref_code": TASK, "custom_code": None, "score": None}]}))
+    entries, shapes = read_dump(dump)
+    assert shapes[str(dump)] == "CUDA-L1"
+    assert [(e.level, e.problem, e.claimed["speedup"]) for e in entries] == [(1, 19, 2.5), (2, 1, 0.8)]
+    assert entries[1].origin.endswith("codes-h100.json#2/0")
+
+
 def test_the_leaderboards_rows_count_problems_from_zero_and_split_by_model(tmp_path):
     rows = [{"level": 1, "problem_id": 18, "model": "gpt-o1", "code": kernel("o1"), "speedup_over_eager": 1.3,
              "correct": True},
@@ -157,6 +170,13 @@ def test_a_dumps_reference_is_checked_against_the_task_it_would_be_judged_by(tmp
         "its sizes changed: dim = 4096 there, 16384 here", True)
     other = REF.replace("torch.relu(x)", "torch.sigmoid(x) * torch.tanh(x) + torch.nn.functional.gelu(x).sum()")
     assert reference_difference(REF, other)[0].startswith("its reference differs (similarity")
+    # as CUDA-L1's references differ from today's KernelBench: sizes as arithmetic, another input distribution
+    assert reference_difference(REF, REF.replace("dim = 16384", "dim = 4096 * 4")) is not None  # (text differs)
+    assert reference_difference(REF, REF.replace("dim = 16384", "dim = 4096 * 4"))[1] is False  # same size
+    assert reference_difference(REF, REF.replace("dim = 16384", "dim = 16384 * 2"))[0] == \
+        "its sizes changed: dim = 32768 there, 16384 here"
+    assert reference_difference(REF, REF.replace("torch.randn", "torch.rand")) == (
+        "its inputs are made otherwise (get_inputs or get_init_inputs differ)", True)
     little = reference_difference(REF, REF.replace("torch.relu", "torch.tanh"))
     assert little[0].startswith("its reference differs a little") and little[1] is False
     task = Task(name="19_ReLU", source=REF, origin="t", level=1, problem_id=19)

@@ -4,7 +4,8 @@ A dump is a table of generated kernels, one row per kernel, in a JSON file (an a
 one per line, or an object holding such arrays, e.g. one per level), a JSONL file or a Parquet
 file, or a folder of them. Its shape says which it is:
 
-- CUDA-L1's `optimized_cuda_code/<gpu>.json`: `level_id`, `task_id` (KernelBench's problem id,
+- CUDA-L1's `optimized_cuda_code/<gpu>.json` and `optimized_cuda_code/codes/<gpu>.json` (rows held
+  under their level, `"1": [...]`): `level_id` (or that key), `task_id` (KernelBench's problem id,
   from 1), `ref_code` (the task as CUDA-L1 ran it), `custom_code` (null where it has none), and its
   claimed speedups `score_*` (`score_default` over eager PyTorch). A row with a kernel is taken as
   claimed correct: CUDA-L1 publishes the kernels that passed its own checks, with their speedups.
@@ -42,6 +43,7 @@ from cuda_agent.tasks import Task, validate_task_source
 SUFFIXES = (".json", ".jsonl", ".parquet")
 SIMILARITY = 0.9  # a dump's reference this far from the task's (text, formatting and comments aside) is another task
 COLUMN_KEYS = ("level", "problem", "code", "model", "sample", "ref", "base")
+GROUP = "group"  # rows held in an object by key ({"1": [...], ...}) get the key in this column
 
 
 @dataclass
@@ -141,7 +143,8 @@ def _json_lines(file: Path, text: str) -> list[Any]:
 
 def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
     if isinstance(data, list):
-        rows = [(f"{origin}#{i}", r) for i, r in enumerate(data)]
+        sep = "/" if "#" in origin else "#"  # file#3, or file#KEY/3 for rows held under a key
+        rows = [(f"{origin}{sep}{i}", r) for i, r in enumerate(data)]
         bad = next((o for o, r in rows if not isinstance(r, dict)), None)
         if bad is not None:
             raise UsageError(f"{bad}: a row must be a JSON object (keys and values), not "
@@ -149,8 +152,9 @@ def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
         return rows
     if isinstance(data, dict):
         lists = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
-        if lists:  # {"level1": [...], ...}, or {"data": [...]}
-            return [row for key, v in lists.items() for row in _rows_of(v, f"{origin}#{key}")]
+        if lists:  # {"1": [...], "2": [...]} (rows by level: the key is their column GROUP), or {"data": [...]}
+            return [(o, {GROUP: key, **row} if GROUP not in row else row)
+                    for key, v in lists.items() for o, row in _rows_of(v, f"{origin}#{key}")]
         return [(f"{origin}#0", data)]
     raise UsageError(f"{origin}: holds {type(data).__name__}, not rows (a JSON array of objects, or one "
                      "object per line)")
@@ -182,14 +186,22 @@ def _claimed_correct(row: dict[str, Any]) -> bool | None:
     return None
 
 
+def _level(row: dict[str, Any], origin: str, key: str) -> int:
+    """The row's level: its own column, else the key it was held under (CUDA-L1's codes/<gpu>.json)."""
+    if row.get(key) is None and row.get(GROUP) is None:
+        raise UsageError(f"{origin}: no {key} (and not held under a level's key)")
+    return _int(row[key], origin, key) if row.get(key) is not None else _int(row[GROUP], origin, "its level key")
+
+
 def _cuda_l1(origin: str, row: dict[str, Any]) -> Entry | None:
     code = row.get("custom_code")
     if not isinstance(code, str) or not code.strip():
         return None  # CUDA-L1 has no kernel for this task
     scores = {k: _number(v) for k, v in row.items() if k.startswith("score")}
-    return Entry(origin, _int(row["level_id"], origin, "level_id"), _int(row["task_id"], origin, "task_id"), code,
+    level = _level(row, origin, "level_id")
+    return Entry(origin, level, _int(row["task_id"], origin, "task_id"), code,
                  model="CUDA-L1", ref_code=row.get("ref_code") if isinstance(row.get("ref_code"), str) else None,
-                 claimed={"correct": True, "speedup": scores.get("score_default"),
+                 claimed={"correct": True, "speedup": scores.get("score_default", scores.get("score")),
                           **{k: v for k, v in scores.items() if v is not None}})
 
 
@@ -201,17 +213,17 @@ def _leaderboard(origin: str, row: dict[str, Any]) -> Entry | None:
     speedup = next((v for k, v in figures.items() if v is not None and "eager" in k.lower()), None)
     if speedup is None:
         speedup = next((v for v in figures.values() if v is not None), None)
-    return Entry(origin, _int(row["level"], origin, "level"), _int(row["problem_id"], origin, "problem_id") + 1,
+    return Entry(origin, _level(row, origin, "level"), _int(row["problem_id"], origin, "problem_id") + 1,
                  code, model=str(row["model"]) if row.get("model") is not None else None,
                  sample=_int(row["sample_id"], origin, "sample_id") if row.get("sample_id") is not None else None,
                  claimed={"correct": _claimed_correct(row), "speedup": speedup,
                           **{k: v for k, v in figures.items() if v is not None}})
 
 
-# (name, keys a row must have, reader): the first whose keys a file's first row has reads it
+# (name, keys a row must have, one of which, reader): the first that a file's first row fits reads it
 SHAPES = (
-    ("CUDA-L1", {"level_id", "task_id", "custom_code"}, _cuda_l1),
-    ("KernelBench leaderboard", {"level", "problem_id", "model", "code"}, _leaderboard),
+    ("CUDA-L1", {"task_id", "custom_code"}, {"level_id", GROUP}, _cuda_l1),
+    ("KernelBench leaderboard", {"problem_id", "model", "code"}, {"level", GROUP}, _leaderboard),
 )
 
 
@@ -271,7 +283,8 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
             shapes[str(file)] = "columns"
             read = lambda o, r: _by_columns(columns, o, r)  # noqa: E731
         else:
-            shape = next(((name, fn) for name, keys, fn in SHAPES if keys <= set(first)), None)
+            shape = next(((name, fn) for name, keys, level, fn in SHAPES if keys <= set(first) and level & set(first)),
+                         None)
             if shape is None:
                 raise UsageError(f"{file}: a dump of unknown shape; its rows have the keys "
                                  f"{', '.join(sorted(first))}. Say which column holds what, e.g.:\n  "
@@ -303,26 +316,57 @@ def _normalized(source: str) -> str | None:
     return ast.unparse(tree)
 
 
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a ** b}
+
+
+def _value(node: ast.AST, known: dict[str, Any]) -> Any:
+    """A size's value: literals, the sizes defined before it, and arithmetic on them (`2048 * 2`)."""
+    if isinstance(node, ast.Name) and node.id in known:
+        return known[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _value(node.left, known), _value(node.right, known)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not (isinstance(node.op, ast.Pow) and b > 64):
+            return _OPS[type(node.op)](a, b)
+        raise ValueError("not a size")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_value(node.operand, known)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_value(e, known) for e in node.elts)
+    return ast.literal_eval(node)
+
+
 def _sizes(source: str) -> dict[str, Any]:
-    """The module-level constants (`batch_size = 16`, `N = 2048`): where a task keeps its sizes."""
+    """The module-level constants (`batch_size = 16`, `N = 2048 * 2`): where a task keeps its sizes."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return {}
-    out = {}
+    out: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
+                out[node.targets[0].id] = _value(node.value, out)
+            except (ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
                 continue
     return out
+
+
+def _inputs(source: str) -> str | None:
+    """get_inputs and get_init_inputs as Python sees them: how a task makes its inputs."""
+    try:
+        tree = ast.parse(_normalized(source) or source)
+    except (SyntaxError, ValueError):
+        return None
+    return "\n".join(ast.unparse(n) for n in tree.body
+                     if isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs"))
 
 
 def reference_difference(task: str, theirs: str) -> tuple[str, bool] | None:
     """How the dump's reference `theirs` differs from the task's source `task`: None where only
     formatting, comments and docstrings do; else (how, whether it is another task: its sizes
-    changed, or its text is less than SIMILARITY alike)."""
+    changed, its inputs are made otherwise (another distribution is another task), or its text is
+    less than SIMILARITY alike)."""
     a, b = _normalized(task), _normalized(theirs)
     if a is not None and a == b:
         return None
@@ -331,6 +375,8 @@ def reference_difference(task: str, theirs: str) -> tuple[str, bool] | None:
                if ours[k] != their[k]]
     if changed:
         return "its sizes changed: " + ", ".join(changed[:4]), True
+    if _inputs(task) != _inputs(theirs):
+        return "its inputs are made otherwise (get_inputs or get_init_inputs differ)", True
     ratio = difflib.SequenceMatcher(None, a or task, b or theirs, autojunk=False).ratio()
     if ratio < SIMILARITY:
         return f"its reference differs (similarity {ratio:.2f})", True
