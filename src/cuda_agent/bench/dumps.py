@@ -352,10 +352,10 @@ def _sizes(source: str) -> dict[str, Any]:
     return out
 
 
-def _inputs(source: str) -> str | None:
-    """get_inputs and get_init_inputs as Python sees them: how a task makes its inputs."""
+def _inputs(normalized: str) -> str | None:
+    """get_inputs and get_init_inputs of a module (`_normalized`): how a task makes its inputs."""
     try:
-        tree = ast.parse(_normalized(source) or source)
+        tree = ast.parse(normalized)
     except (SyntaxError, ValueError):
         return None
     return "\n".join(ast.unparse(n) for n in tree.body
@@ -375,7 +375,7 @@ def reference_difference(task: str, theirs: str) -> tuple[str, bool] | None:
                if ours[k] != their[k]]
     if changed:
         return "its sizes changed: " + ", ".join(changed[:4]), True
-    if _inputs(task) != _inputs(theirs):
+    if _inputs(a or task) != _inputs(b or theirs):
         return "its inputs are made otherwise (get_inputs or get_init_inputs differ)", True
     ratio = difflib.SequenceMatcher(None, a or task, b or theirs, autojunk=False).ratio()
     if ratio < SIMILARITY:

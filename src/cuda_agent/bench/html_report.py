@@ -95,11 +95,10 @@ def claimed_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "median_measured_over_claimed": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None}
 
 
-def write_html(store: Store, runs: list[str], out: Path, metrics_html: str, plots: list[Path]) -> Path:
-    """Write `out/report.html` for `runs` (one, or two side by side): `metrics_html` is the metrics
-    table already made, `plots` the PNGs to inline."""
-    rows = [row for run in runs for row in samples(store, run)]
-    rows.sort(key=lambda r: (r["disagreement"] is None, r["level"] or 0, r["task"], r["run"], r["sample"]))
+def write_html(rows: list[dict[str, Any]], runs: list[str], out: Path, metrics_html: str, plots: list[Path]) -> Path:
+    """Write `out/report.html` for `runs` (one, or two side by side) from their `samples` rows:
+    `metrics_html` is the metrics table already made, `plots` the PNGs to inline."""
+    rows = sorted(rows, key=lambda r: (r["disagreement"] is None, r["level"] or 0, r["task"], r["run"], r["sample"]))
     for i, r in enumerate(rows):
         r["id"] = i
     summary = claimed_summary(rows)

@@ -75,13 +75,13 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
             lines += metrics_table({f"sample {s}": m["overall"] for s, m in a.samples.items()}, first="sample")
     else:
         lines += ["## Metrics side by side", ""]
-        rows = {}
+        side_by_side = {}
         for key, m in metric_groups(a.best).items():
-            rows[f"{key}: {run}"] = m
+            side_by_side[f"{key}: {run}"] = m
             other = metric_groups(b.best).get(key)
             if other:
-                rows[f"{key}: {compare}"] = other
-        lines += metrics_table(rows, first="level: run")
+                side_by_side[f"{key}: {compare}"] = other
+        lines += metrics_table(side_by_side, first="level: run")
         lines += ["", "## Tasks whose verdict changed", ""] + _changes(a, b, run, compare)
     lines += ["", "## fast_p (share of all tasks correct and more than p times faster)", "",
               "| run | baseline | " + " | ".join(f"p={p:g}" for p in FAST_P) + " |",
@@ -98,22 +98,22 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     for t in a.per_task:
         lines.append(f"| {t['task']} | {t['samples']} | {'yes' if t['correct'] else 'no'} | "
                      f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {', '.join(t['reasons']) or '-'} |")
-    lines += _claims(store, run)
+    rows = samples(store, run)  # every sample, its code read once, for both reports
+    lines += _claims(rows)
     _plot_speedups(a, out / "speedups.png")
     _plot_fast_p([(run, a)] + ([(compare, b)] if b else []), out / "fast_p.png")
     _plot_failures(a, out / "failures.png")
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
-    metrics = metric_groups(a.best) if b is None else rows
-    write_html(store, [run] + ([compare] if compare else []), out, _html_table(metrics),
-               [out / "speedups.png", out / "fast_p.png", out / "failures.png"])
+    metrics = metric_groups(a.best) if b is None else side_by_side
+    write_html(rows + (samples(store, compare) if compare else []), [run] + ([compare] if compare else []), out,
+               _html_table(metrics), [out / "speedups.png", out / "fast_p.png", out / "failures.png"])
     return path
 
 
-def _claims(store: Store, run: str) -> list[str]:
-    """Claimed against measured, for a run whose solutions came from a dump: the counts, then every
-    disagreement (report.html has every sample)."""
-    rows = samples(store, run)
+def _claims(rows: list[dict[str, Any]]) -> list[str]:
+    """Claimed against measured, for a run whose solutions came from a dump (its `samples` rows):
+    the counts, then every disagreement (report.html has every sample)."""
     summary = claimed_summary(rows)
     if summary is None:
         return []
