@@ -190,10 +190,9 @@ class Timing:
         """The timed rounds and the timing check; None when the candidate failed in them."""
         ev = self.ev
         if ev.cached is None and ev.baselines is not None:
-            # Baselines that will be cached are measured with the candidate stopped (its sandbox's
-            # every process, where it has one):
-            # nothing it runs (a thread, a child, queued work) can slow them down and inflate the
-            # speedups of every later evaluation of this task.
+            # Baselines that will be cached are measured with the candidate stopped (every process
+            # of its sandbox, where it has one): nothing it runs (a thread, a child, queued work)
+            # can slow them down and inflate the speedups of every later evaluation of this task.
             with ev.candidate.frozen():
                 if not self._rounds([w for w in impls if w != "candidate"]):
                     return None
