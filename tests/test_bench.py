@@ -260,6 +260,7 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
     # the reports put the claims beside the verdicts: disagreements first, every sample's code in the page
     md = (tmp_path / "runs" / "raw_data-cpu-model_b" / "report.md").read_text()
     assert "## Claimed against measured" in md and "claimed correct, judged not" in md
+    assert "](claims.png)" in md and (tmp_path / "runs" / "raw_data-cpu-model_b" / "claims.png").stat().st_size > 5000
     page = (tmp_path / "runs" / "raw_data-cpu-model-a" / "report.html").read_text()
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
     assert [(r["task"], r["correct"], r["claimed_speedup"]) for r in data] == [
@@ -283,6 +284,7 @@ def test_the_html_report_opens_in_chromium_with_every_samples_code_reachable(tmp
     done = subprocess.run(_bench(tmp_path, sols, "--json"), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     page = tmp_path / "runs" / "sols-cpu" / "report.html"
+    assert not (page.parent / "claims.png").exists()  # a folder of kernels claims nothing
     for i in (0, 1):
         dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                               f"{page.as_uri()}#s={i}"], capture_output=True, text=True, timeout=120).stdout

@@ -3,7 +3,8 @@
 Written into one folder: `report.md`, `speedups.png` (speedup distribution per level, against eager
 and compile), `fast_p.png` (fast_p curves against both baselines) and `failures.png` (reasons for
 failure by count), and `report.html`, the page to browse (html_report.py). Where the solutions came
-from a published dump, both put what it claimed beside what was measured. Plots use matplotlib's
+from a published dump, both put what it claimed beside what was measured (and `claims.png`, claimed
+against measured speedup, where it claimed speedups). Plots use matplotlib's
 Agg backend: no display needed.
 """
 
@@ -14,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.html_report import claimed_summary, samples, write_html
+from cuda_agent.bench.html_report import SPEEDUP_DISAGREES, claimed_summary, samples, write_html
 from cuda_agent.bench.metrics import FAST_P, fast_p
 from cuda_agent.bench.runner import Summary, summarize_run
 from cuda_agent.bench.store import Store
@@ -100,6 +101,10 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
                      f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {', '.join(t['reasons']) or '-'} |")
     rows = samples(store, run)  # every sample, its code read once, for both reports
     lines += _claims(rows)
+    plots = [out / "speedups.png", out / "fast_p.png", out / "failures.png"]
+    if _plot_claims(rows, out / "claims.png"):
+        lines += ["", "![claimed against measured speedup](claims.png)"]
+        plots.append(out / "claims.png")
     _plot_speedups(a, out / "speedups.png")
     _plot_fast_p([(run, a)] + ([(compare, b)] if b else []), out / "fast_p.png")
     _plot_failures(a, out / "failures.png")
@@ -107,7 +112,7 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     path.write_text("\n".join(lines) + "\n")
     metrics = metric_groups(a.best) if b is None else side_by_side
     write_html(rows + (samples(store, compare) if compare else []), [run] + ([compare] if compare else []), out,
-               _html_table(metrics), [out / "speedups.png", out / "fast_p.png", out / "failures.png"])
+               _html_table(metrics), plots)
     return path
 
 
@@ -208,6 +213,44 @@ def _plot_fast_p(runs: list[tuple[str, Summary]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_claims(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Claimed speedup (x) against measured speedup over eager (y), log-log, one point per sample
+    whose dump claimed a speedup; a sample judged incorrect sits on the bottom edge as a red cross.
+    Points off the diagonal band are the disagreements. Returns False (no file) where nothing
+    claims a speedup."""
+    pts = [r for r in rows if isinstance(r["claimed_speedup"], (int, float)) and r["claimed_speedup"] > 0]
+    if not pts:
+        return False
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ok = [(r["claimed_speedup"], r["eager"]) for r in pts if r["correct"] and r["eager"]]
+    bad = [r["claimed_speedup"] for r in pts if not (r["correct"] and r["eager"])]
+    ys = [y for _, y in ok]
+    floor = min(ys + [c for c, _ in ok] + bad) / 2
+    top = max(ys + [c for c, _ in ok] + bad) * 2
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.plot([floor, top], [floor, top], color="grey", lw=1, label="measured = claimed")
+    ax.fill_between([floor, top], [floor / SPEEDUP_DISAGREES, top / SPEEDUP_DISAGREES],
+                    [floor * SPEEDUP_DISAGREES, top * SPEEDUP_DISAGREES], color="grey", alpha=0.12,
+                    label=f"within {SPEEDUP_DISAGREES:g}x (agree)")
+    if ok:
+        ax.scatter([c for c, _ in ok], ys, s=18, color="tab:blue", label=f"judged correct ({len(ok)})")
+    if bad:
+        ax.scatter(bad, [floor * 1.05] * len(bad), marker="x", color="tab:red",
+                   label=f"judged incorrect ({len(bad)})")
+    ax.set_xlim(floor, top)
+    ax.set_ylim(floor, top)
+    ax.set_xlabel("claimed speedup (the dump's)")
+    ax.set_ylabel("measured speedup over eager (ours)")
+    ax.set_title("claimed against measured")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def _plot_failures(s: Summary, path: Path) -> None:
