@@ -13,8 +13,11 @@ Geometric means of the speedup, in both conventions, labelled:
 - `geomean_eager_all`, `geomean_compile_all`: over all tasks, a failed task counted as 1.0x (falling
   back to the baseline).
 
+The speed of light (`sol`): over correct tasks that were timed, the quartiles of the fraction of
+the speed of light their kernel reached (the result's `sol.fraction`).
+
 Best-of-samples (several samples per task): a task is correct when any sample is, and its speedup
-against each baseline is the best of its correct samples', chosen per baseline.
+against each baseline (and its SOL fraction) is the best of its correct samples', chosen per baseline.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Outcome:
     correct: bool
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    sol_fraction: float | None = None  # of the speed of light (the result's `sol`), when timed
 
 
 def best_of(outcomes: Iterable[Outcome]) -> Outcome:
@@ -51,7 +55,8 @@ def best_of(outcomes: Iterable[Outcome]) -> Outcome:
         return max(values) if values else None
 
     return Outcome(task=samples[0].task, level=samples[0].level, correct=bool(good),
-                   speedup_eager=best("speedup_eager"), speedup_compile=best("speedup_compile"))
+                   speedup_eager=best("speedup_eager"), speedup_compile=best("speedup_compile"),
+                   sol_fraction=best("sol_fraction"))
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -89,7 +94,18 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         d[f"geomean_{b}_all"] = _geomean([getattr(o, attr) if o.correct and getattr(o, attr) else 1.0
                                           for o in outcomes]) if n else None
         d[f"fast_p_{b}"] = fast_p(outcomes, b)
+    fractions = sorted(o.sol_fraction for o in correct if o.sol_fraction is not None)
+    d["sol"] = {"timed": len(fractions), **({k: _quantile(fractions, q) for k, q in
+                                              (("p25", 0.25), ("median", 0.5), ("p75", 0.75))} if fractions else {})}
     return d
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    """The q-quantile of sorted `xs`, linear between closest ranks."""
+    x = q * (len(xs) - 1)
+    lo = int(x)
+    hi = min(lo + 1, len(xs) - 1)
+    return round(xs[lo] + (xs[hi] - xs[lo]) * (x - lo), 4)
 
 
 def metrics(outcomes: list[Outcome]) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """`cuda-agent report`: a run (or two, side by side) as Markdown with tables and PNG plots.
 
-Written into one folder: `report.md`, `speedups.png` (speedup distribution per level, against eager
-and compile), `fast_p.png` (fast_p curves against both baselines) and `failures.png` (reasons for
-failure by count), and `report.html`, the page to browse (html_report.py). Where the solutions came
-from a published dump, both put what it claimed beside what was measured (and `claims.png`, claimed
-against measured speedup, where it claimed speedups). Plots use matplotlib's
-Agg backend: no display needed.
+Written into one folder: `report.md`, `speedups.png` (per level: the speedups against eager and
+compile, and the fraction of the speed of light reached), `fast_p.png` (fast_p curves against both
+baselines) and `failures.png` (reasons for failure by count), and `report.html`, the page to browse
+(html_report.py). Where the solutions came from a published dump, both put what it claimed beside
+what was measured (and `claims.png`, claimed against measured speedup, where it claimed speedups).
+Plots use matplotlib's Agg backend: no display needed.
 """
 
 from __future__ import annotations
@@ -29,14 +29,22 @@ def _x(v: float | None) -> str:
 
 
 METRIC_COLUMNS = ("tasks", "correct", "faster than eager", "faster than compile",
-                  "geomean vs eager (correct / all)", "geomean vs compile (correct / all)")
+                  "geomean vs eager (correct / all)", "geomean vs compile (correct / all)",
+                  "speed of light reached (p25 / median / p75)")
 
 
 def metric_cells(m: dict[str, Any]) -> list[str]:
     """One group's metrics (a level, overall, a sample, a run) as the cells of METRIC_COLUMNS."""
     return [str(m["tasks"]), percent(m["pass_rate"]), percent(m["faster_eager_rate"]), percent(m["faster_compile_rate"]),
             f"{_x(m['geomean_eager'])} / {_x(m['geomean_eager_all'])}",
-            f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])}"]
+            f"{_x(m['geomean_compile'])} / {_x(m['geomean_compile_all'])}", _sol_cell(m.get("sol"))]
+
+
+def _sol_cell(sol: dict[str, Any] | None) -> str:
+    """The quartiles of the SOL fractions of a group's timed correct tasks, in percent."""
+    if not sol or not sol.get("timed"):
+        return "-"
+    return " / ".join(percent(sol[k]) for k in ("p25", "median", "p75")) + f" (of {sol['timed']})"
 
 
 def metrics_table(groups: dict[str, dict[str, Any]], first: str = "level") -> list[str]:
@@ -94,11 +102,12 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     lines += ["", "![speedup distribution](speedups.png)", "", "![fast_p curves](fast_p.png)", "",
               "![failures](failures.png)", "", "## Failures by reason", ""]
     lines += ["| reason | count |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in a.reasons.items()]
-    lines += ["", "## Tasks", "", "| task | samples | correct | vs eager | vs compile | reasons |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "## Tasks", "", "| task | samples | correct | vs eager | vs compile | speed of light | reasons |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for t in a.per_task:
+        sol = "-" if t.get("sol_fraction") is None else percent(t["sol_fraction"])
         lines.append(f"| {t['task']} | {t['samples']} | {'yes' if t['correct'] else 'no'} | "
-                     f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {', '.join(t['reasons']) or '-'} |")
+                     f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {sol} | {', '.join(t['reasons']) or '-'} |")
     rows = samples(store, run)  # every sample, its code read once, for both reports
     lines += _claims(rows)
     plots = [out / "speedups.png", out / "fast_p.png", out / "failures.png"]
@@ -169,27 +178,33 @@ def _verdict(t: dict[str, Any]) -> str:
 # -- plots ------------------------------------------------------------------------------------------
 
 def _plot_speedups(s: Summary, path: Path) -> None:
+    """Per level: the speedups over eager and over compile, and the fraction of the speed of light
+    reached, of the correct tasks (points, and their box)."""
     plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     levels = sorted({t["level"] for t in s.per_task}, key=lambda lv: (lv is None, lv or 0))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, base in zip(axes, BASELINES):
-        data = [[t[f"speedup_{base}"] for t in s.per_task
-                 if t["level"] == lv and t["correct"] and t[f"speedup_{base}"]] for lv in levels]
-        labels = [f"level {lv}" if lv is not None else "no level" for lv in levels]
+    labels = [f"level {lv}" if lv is not None else "no level" for lv in levels]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    axes[1].sharey(axes[0])
+    panels = [(f"speedup_{b}", f"speedup vs {b} (correct tasks)", lambda v: f"{v:g}x", 1.0) for b in BASELINES]
+    panels.append(("sol_fraction", "speed of light reached (correct, timed)", lambda v: f"{100 * v:.3g}%", None))
+    for ax, (key, title, fmt, line) in zip(axes, panels):
+        data = [[t[key] for t in s.per_task if t["level"] == lv and t["correct"] and t.get(key)] for lv in levels]
         for i, ys in enumerate(data):
             ax.scatter([i + 1] * len(ys), ys, alpha=0.6, s=18)
         if any(data):
             ax.boxplot([d if d else [float("nan")] for d in data], widths=0.5, showfliers=False)
+            ax.set_yscale("log")
+            ticks = FuncFormatter(lambda v, _, fmt=fmt: fmt(v))
+            ax.yaxis.set_major_formatter(ticks)
+            ax.yaxis.set_minor_formatter(ticks)
         ax.set_xticks(range(1, len(levels) + 1), labels)
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set_yscale("log")
-        ticks = FuncFormatter(lambda v, _: f"{v:g}x")
-        ax.yaxis.set_major_formatter(ticks)
-        ax.yaxis.set_minor_formatter(ticks)
-        ax.set_title(f"speedup vs {base} (correct tasks)")
+        if line:
+            ax.axhline(line, color="grey", lw=0.8, ls="--")
+        ax.set_title(title, fontsize=10)
     axes[0].set_ylabel("speedup (log scale)")
+    axes[2].set_ylabel("fraction of the speed of light (log scale)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

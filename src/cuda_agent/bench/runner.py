@@ -130,7 +130,8 @@ def _put(store: Store, name: str, sol: Solution, sha: str, res: EvalResult) -> N
 def outcome(task: str, level: int | None, res: EvalResult | None) -> Outcome:
     if res is None:
         return Outcome(task, level, False)
-    return Outcome(task, level, res.correct, res.speedup_eager, res.speedup_compile)
+    return Outcome(task, level, res.correct, res.speedup_eager, res.speedup_compile,
+                   (res.sol or {}).get("fraction"))
 
 
 @dataclass
@@ -175,6 +176,7 @@ def summarize_run(store: Store, name: str) -> Summary:
                 reasons[code] = reasons.get(code, 0) + 1
         per_task.append({"task": t, "level": lv, "correct": b.correct, "samples": len(results),
                          "speedup_eager": b.speedup_eager, "speedup_compile": b.speedup_compile,
+                         "sol_fraction": b.sol_fraction,
                          "reasons": sorted({f.code.value for res in results.values() for f in res.failures})
                          or ([NO_SOLUTION] if not results else [])})
     return Summary(metrics(best), best, samples, dict(sorted(reasons.items(), key=lambda kv: -kv[1])), per_task, records)

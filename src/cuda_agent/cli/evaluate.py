@@ -16,6 +16,19 @@ from cuda_agent.examples import FORMS
 from cuda_agent.workspace.commands import COMMANDS
 
 
+def sol_line(sol: dict | None) -> str | None:
+    """The speed of light in a line: its time and bound, the candidate's fraction, or why not."""
+    if not sol:
+        return None
+    if sol.get("time_ms") is None:
+        return f"speed of light: unknown ({sol.get('why')})"
+    line = f"speed of light: {sol['time_ms']:.4g} ms ({sol['bound']}-bound"
+    line += ")" if sol.get("exact") else f"; at least: not counted {', '.join(sol.get('uncounted', [])[:3])})"
+    if sol.get("fraction") is not None:
+        return line + f"   candidate at {100 * sol['fraction']:.1f}% of it"
+    return line + f"   ({sol.get('why')})"
+
+
 def print_result(result, on=None) -> None:
     """A readable summary of one EvalResult on the console `on`: times, speedups, verdict, reasons."""
     from rich.table import Table
@@ -35,6 +48,8 @@ def print_result(result, on=None) -> None:
     on.print(f"compiled: {result.compiled}   correct: {result.correct}   "
              f"reward: [{colour}]{result.reward}[/]   device: {dev}   "
              f"time: {result.phases_s.get('total', 0):.1f} s")
+    if line := sol_line(result.sol):
+        on.print(line, highlight=False)
     for r in result.reasons:
         style = "dim" if r.kind.value == "info" else "red"
         msg = r.message if len(r.message) < 1500 else r.message[:700] + "\n[...]\n" + r.message[-700:]
@@ -270,5 +285,5 @@ def add_parsers(sub) -> None:
     add_level_option(p)
     p.add_argument("--out", type=Path, default=None,
                    help="also write KernelBench's results/timing layout under this folder")
-    add_eval_options(p)
+    add_eval_options(p, without=("reward",))
     p.set_defaults(func=cmd_baselines)

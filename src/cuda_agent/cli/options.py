@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple
 
 from cuda_agent.agent.llm import API_KEY_ENV, REQUEST_TIMEOUT_S
 from cuda_agent.errors import CudaAgentError
-from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES, POLICIES, SERVICE_MODES, EvalConfig, default_service_mode, field_help
+from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES, POLICIES, REWARDS, SERVICE_MODES, EvalConfig, default_service_mode, field_help
 
 LEVELS = (1, 2, 3, 4)  # KernelBench's levels
 
@@ -63,6 +63,7 @@ EVAL_FLAGS = (
     EvalFlag("timeout_s", "--timeout", positive(float)),
     EvalFlag("cache_dir", "--cache-dir", Path),
     EvalFlag("isolation", "--isolation", choices=ISOLATION_MODES),
+    EvalFlag("reward", "--reward", choices=REWARDS),
 )
 
 
@@ -89,10 +90,11 @@ def _help(flag: EvalFlag, field: dataclasses.Field) -> str:
     return f"{doc} (default {default})"
 
 
-def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None) -> None:
+def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None, without: tuple[str, ...] = ()) -> None:
     """--json and the EVAL_FLAGS, with EvalConfig's defaults and its field docstrings as help.
     `isolation`: this command's default of --isolation where it differs from EvalConfig's
-    (`required` for the commands that run model-written code unattended: solve, serve)."""
+    (`required` for the commands that run model-written code unattended: solve, serve); `without`:
+    fields this command has no use for (`baselines` gives no reward)."""
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
     if isolation is not None:
@@ -101,6 +103,8 @@ def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None) -
         fields["isolation"] = copy.copy(fields["isolation"])
         fields["isolation"].default = isolation
     for flag in EVAL_FLAGS:
+        if flag.field in without:
+            continue
         field = fields[flag.field]
         if _negated(flag):
             assert field.default is True, flag  # a --no-X flag turns off what is on by default
@@ -115,6 +119,8 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
     """The EvalConfig of the parsed EVAL_FLAGS; a field's invalid value is a user error."""
     kw: dict[str, Any] = {}
     for flag in EVAL_FLAGS:
+        if not hasattr(args, _dest(flag)):  # (a flag this command goes without)
+            continue
         value = getattr(args, _dest(flag))
         if _negated(flag):
             kw[flag.field] = not value

@@ -14,6 +14,7 @@ POLICIES = ("strict", "kernelbench", "none")  # `policy`: the profiles of evalua
 SERVICE_MODES = ("auto", "start", "off")  # commands' --service: use a running service, start one, or never
 TOUCHES = ("bf16", "tf32")  # the busy work before each timed call (`touch` below, `timing.Timer`)
 ISOLATION_MODES = ("auto", "required", "off")  # `isolation` (cuda_agent.sandbox.MODES)
+REWARDS = ("milestone", "sol")  # `reward` (reward.py)
 
 
 def default_cache_dir() -> Path:
@@ -147,6 +148,10 @@ class EvalConfig:
     folders hidden, its own PID namespace, limits): `auto` where the machine allows it (else
     without, with a warning and `isolation.level: none` in the result), `required` (refuse to
     evaluate without it), `off`."""
+    reward: str = "milestone"
+    """The result's reward: `milestone` (CUDA Agent's: -1 incorrect, 1 correct, 2 more than 5% faster
+    than eager, 3 than eager and torch.compile) or `sol` (ours, not the paper's: 1 correct, 2 at a
+    fifth of the speed of light or more, 3 at half or more; the result's `sol` says how it is counted)."""
     pin_cpus: bool = False
     """CUDA, with a pool of warm workers (`Evaluator`): each GPU's workers run on the CPUs of that
     GPU's NUMA node (its PCI device's `local_cpulist`), so that no evaluation times its launches and
@@ -182,6 +187,8 @@ class EvalConfig:
             raise ValueError(f"batch_calls={self.batch_calls}: must be 1 or more (default 8)")
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation={self.isolation!r}: use one of {', '.join(ISOLATION_MODES)}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward={self.reward!r}: use one of {', '.join(REWARDS)}")
         if self.touch not in TOUCHES:
             raise ValueError(f"touch={self.touch!r}: use one of {', '.join(TOUCHES)} (default {TOUCHES[0]})")
         if self.timing_rounds < 1 or self.min_iters < 1 or self.max_iters < self.min_iters:

@@ -40,11 +40,13 @@ from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
 from cuda_agent.evaluate.protocol import BATCH_BYTES, Timing, batch_size, too_slow_to_time
 from cuda_agent.evaluate.result import Code, EvalResult
-from cuda_agent.evaluate.reward import milestone_reward
+from cuda_agent.evaluate.reward import milestone_reward, sol_reward
+from cuda_agent.evaluate.sol import result_sol
 from cuda_agent.tasks import Task
 
 JUDGE_RESET_S = 10.0  # seconds a judge may take to forget its evaluation (else it is closed)
 MEMORY_ASK_S = 2.0  # seconds a worker may take to say its device memory's peak (`_record_peak`)
+PEAKS_S = 120.0  # seconds the judge may take to measure a device's peaks (once per machine, sol.py)
 _RNG = random.SystemRandom()  # which timed calls get checked: unpredictable, like the seeds
 _OWNED_DIR = re.compile(r"^cuda-agent-(eval|shm|spare)-(\d+)-")
 
@@ -134,6 +136,7 @@ class Evaluation:
         self.slots: dict[tuple[str, str], Any] = {}  # input slots by (runner, name): their specs
         self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
+        self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (the judge counts them once)
         self.deadline = time.monotonic() + config.timeout_s
         self.sandbox = isolation_support(config)
 
@@ -247,6 +250,8 @@ class Evaluation:
         prep = judge.call("prepare", self.left(), reference=check >= 1.0, forget=forget, items=[
             {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get((cand.role, slot))}
             for (t, seed, stress), slot in zip(items, slots)])
+        if self.work is None and isinstance(prep.get("work"), dict):
+            self.work = prep["work"]
         if self.batch is None:
             self.batch = batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
                                     self.cfg.batch_calls, BATCH_BYTES[self.device])
@@ -322,6 +327,7 @@ class Evaluation:
             t0 = time.monotonic()
             self._record_limits()
             self._record_peak()
+            self._record_sol()
             self._keep_judge()
             # the memory admitted with goes back once the processes holding it are gone
             reaping = close_all(self.workers, self.lock, then=self.held.close)
@@ -332,8 +338,9 @@ class Evaluation:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(shm, ignore_errors=True)
         self.res.correct = self.res.correct and not self.res.failures
-        self.res.reward = milestone_reward(self.res.correct, self.res.speedup_eager,
-                                           self.res.speedup_compile)
+        self.res.reward = (sol_reward(self.res.correct, (self.res.sol or {}).get("fraction"))
+                           if self.cfg.reward == "sol" else
+                           milestone_reward(self.res.correct, self.res.speedup_eager, self.res.speedup_compile))
         self.res.phases_s["total"] = round(time.monotonic() - t_start, 4)
         return self.res
 
@@ -560,6 +567,16 @@ class Evaluation:
                 return
             total += got + memory.CONTEXT
         memory.record_peak(self.cfg.cache_dir, self.task.source, total)
+
+    def _record_sol(self) -> None:
+        """The result's `sol` (sol.py), while the judge lives: it measures the device's peaks where
+        no datasheet or cache has them, only when the candidate was timed (for its fraction)."""
+        cand, judge = self.res.times_ms.get("candidate"), self.judge
+        why = None if cand is not None else next((f"the candidate was not timed ({r.code.value})" for r in self.res.reasons
+                                                   if r.code is Code.TIMING_SKIPPED or r.is_failure), "the candidate was not timed")
+        live = cand is not None and judge is not None and judge.proc.poll() is None
+        self.res.sol = result_sol(self.work, self.res.device, self.cfg.cache_dir, cand.median if cand else None, why,
+                                  (lambda: judge.call("peaks", PEAKS_S)["peaks"]) if live else None)
 
     def _keep_judge(self) -> None:
         """Give the judge back to the pool for another evaluation when it may judge again: it is

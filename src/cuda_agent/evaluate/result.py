@@ -184,6 +184,7 @@ class EvalResult:
     timing_check: dict[str, Any] | None = None  # the harness's clock against the candidate's claims
     weights: dict[str, Any] | None = None  # how the reference's state reached ModelNew (weights.py)
     isolation: dict[str, Any] = field(default_factory=dict)  # the candidate's sandbox: what held (sandbox.record)
+    sol: dict[str, Any] | None = None  # the speed of light and the candidate's fraction of it (sol.py)
     config: dict[str, Any] = field(default_factory=dict)
 
     @property

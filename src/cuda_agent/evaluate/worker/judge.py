@@ -46,6 +46,7 @@ class Judge:
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
         self.ref_work = 0  # the reference's device memory beyond its inputs and output, at its peak
+        self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (worker/work.py), counted once
         self.reserved_peak = 0  # torch's reserved device memory at its peak this evaluation (serve's `memory`)
         self.served = 0  # evaluations judged (a judge may serve several: cmd_reset)
         self.state0 = process_state()  # before any task code ran
@@ -72,6 +73,7 @@ class Judge:
         for name in ("model", "task", "timer", "default_state", "learned", "expected", "weights", "weights_seed"):
             self.__dict__.pop(name, None)
         self.trials, self.slots, self.ref_ms, self.ref_work, self.reserved_peak = {}, {}, None, 0, 0
+        self.work = None
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
@@ -257,7 +259,7 @@ class Judge:
         last = self.trials.get(items[-1]["trial"]) if items else None
         return {"items": done, "in_bytes": _nbytes(last["inputs"]) if last else 0,
                 "out_bytes": _nbytes(last["ref"]) if last and last["ref"] is not None else 0,
-                "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work}
+                "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work, "work": self.work}
 
     def _reference(self, inputs: list[Any]) -> Any:
         """The reference's output on (copies of) `inputs`. On a GPU, also what the call held beyond
@@ -279,6 +281,26 @@ class Judge:
             self.ref_work = max(self.ref_work, torch.cuda.max_memory_allocated(self.device) - base - held)
         return ref
 
+    def _count_work(self, inputs: list[Any]) -> Any:
+        """The reference's output, its work counted on the way (worker/work.py): what the result's
+        speed of light is made from. A count that fails leaves the work unknown, not the call."""
+        from cuda_agent.evaluate.worker.work import WorkCounter
+
+        counter = WorkCounter()
+        with counter:  # (the operators' counts never raise: what fails to count is named)
+            ref = self._reference(inputs)
+        try:
+            self.work = counter.result(inputs, ref, self.model)
+        except Exception as exc:
+            self.work = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return ref
+
+    def cmd_peaks(self) -> dict[str, Any]:
+        """This device's DRAM bandwidth and FLOP/s per class, measured (worker/work.py)."""
+        from cuda_agent.evaluate.worker.work import measure_peaks
+
+        return {"peaks": measure_peaks(self.device)}
+
     def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
                  reference: bool) -> dict[str, Any]:
         import torch
@@ -290,7 +312,9 @@ class Judge:
             if stress is not None:
                 inputs = [stress_input(x, stress) for x in inputs]
             ref = None
-            if reference:
+            if reference and self.work is None and stress is None:
+                ref = self._count_work(inputs)
+            elif reference:
                 ref = self._reference(inputs)
                 if self.ref_ms is None:  # once: how long one call takes, warm (sizes the batches)
                     t0 = time.perf_counter()
