@@ -35,7 +35,10 @@ _PER_INPUT = {
     "nll_loss_forward", "nll_loss2d_forward", "binary_cross_entropy", "kl_div", "_weight_norm_interface",
     "cosine_similarity", "_euclidean_dist", "upsample_nearest1d", "upsample_nearest2d", "upsample_bilinear2d",
     "upsample_nearest3d", "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bilinear2d_aa",
-    "_prelu_kernel", "glu",
+    "_prelu_kernel", "glu", "_safe_softmax",
+    # activations some builds dispatch without the pointwise tag: one FLOP per element, as elementwise
+    "hardswish", "hardsigmoid", "hardtanh", "gelu", "silu", "mish", "elu", "selu", "celu", "leaky_relu",
+    "softplus", "softshrink", "hardshrink", "threshold", "logit", "rrelu_with_noise", "log_sigmoid_forward",
 }
 # No arithmetic: creation, views, copies, layout and indexing.
 _NO_FLOPS = {
@@ -43,7 +46,8 @@ _NO_FLOPS = {
     "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "scalar_tensor", "arange",
     "linspace", "eye", "rand", "randn", "rand_like", "randn_like", "randint", "normal", "bernoulli",
     "uniform", "clone", "copy", "copy_", "_to_copy", "contiguous", "detach", "alias", "lift_fresh",
-    "cat", "stack", "split", "split_with_sizes", "chunk", "unbind", "index", "index_select", "gather",
+    "cat", "stack", "split", "split_with_sizes", "chunk", "unbind", "unsafe_split", "unsafe_split_with_sizes",
+    "unsafe_chunk", "index", "index_select", "gather",
     "scatter", "scatter_add", "index_put", "index_add", "index_copy", "slice_scatter", "select_scatter",
     "masked_scatter", "take", "flip", "roll", "repeat", "tile", "constant_pad_nd", "reflection_pad1d",
     "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
