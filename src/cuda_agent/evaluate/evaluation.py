@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent import sandbox
-from cuda_agent.evaluate import memory, policy
+from cuda_agent.evaluate import memory, policy, shapes
 from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
 from cuda_agent.evaluate.build import BuildResult, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
@@ -134,6 +134,8 @@ class Evaluation:
         self.slots: dict[tuple[str, str], Any] = {}  # input slots by (runner, name): their specs
         self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
+        self.in_bytes: int | None = None  # bytes of one call's inputs at the task's sizes
+        self.skipped: dict[str, str] = {}  # why the judge skipped a trial (shape trials)
         self.deadline = time.monotonic() + config.timeout_s
         self.sandbox = isolation_support(config)
 
@@ -230,7 +232,7 @@ class Evaluation:
         self.res.errors = {k: max(worst[k], stats[k]) for k in worst}
 
     def run_batch(self, items: list[Item], guarded: bool, check: float = 1.0,
-                  runner: Worker | None = None) -> tuple[dict[str, Outcome], float]:
+                  runner: Worker | None = None, sizes: dict[str, Any] | None = None) -> tuple[dict[str, Outcome], float]:
         """One command of back-to-back calls of the candidate (or of a baseline's `runner`), one per
         item. The judge writes fresh inputs into one of the runner's input slots per item and
         flushes the caches; the runner makes the calls (its claimed times and the harness's wall
@@ -239,14 +241,19 @@ class Evaluation:
         reference while the runner's process is stopped. Correctness trials, timed calls and the
         baselines' timed calls go through here alike.
 
-        Returns {trial: outcome}, without the stress trials skipped (reference not finite), and the
-        wall ms. Checking stops at the first failure."""
+        `sizes`: the task's sizes to make the inputs at (shape trials: `_generalization`).
+
+        Returns {trial: outcome}, without the trials skipped (stress trials whose reference is not
+        finite; shape trials the task cannot take: why in `self.skipped`), and the wall ms.
+        Checking stops at the first failure."""
         judge, cand = self.judge, runner or self.candidate
         forget, self.unchecked = self.unchecked, []
         slots = [f"k{i}" for i in range(len(items))]
         prep = judge.call("prepare", self.left(), reference=check >= 1.0, forget=forget, items=[
             {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get((cand.role, slot))}
-            for (t, seed, stress), slot in zip(items, slots)])
+            for (t, seed, stress), slot in zip(items, slots)], **({"sizes": sizes} if sizes else {}))
+        if self.in_bytes is None:
+            self.in_bytes = prep["in_bytes"]
         if self.batch is None:
             self.batch = batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
                                     self.cfg.batch_calls, BATCH_BYTES[self.device])
@@ -256,6 +263,7 @@ class Evaluation:
         live = []
         for (trial, _, _), slot, p in zip(items, slots, prep["items"]):
             if p["skip"]:
+                self.skipped[trial] = p.get("why") or ""
                 continue
             if not p["filled"]:
                 spec = cand.call("alloc", self.left(), key=slot, spec=p["spec"])["spec"]
@@ -386,6 +394,8 @@ class Evaluation:
             self.res.correct = False
             return
         self._check_weights()
+        if cfg.shapes and self.res.correct:
+            self._generalization()
 
     def _policy_allows(self) -> bool:
         """The static policy checks (policy.py); each violated rule becomes a reason."""
@@ -509,6 +519,69 @@ class Evaluation:
         finally:
             self.phase("correctness", t0)
         return call_ms
+
+    def _generalization(self) -> None:
+        """Shape trials (`EvalConfig.shapes`, shapes.py): a correct candidate called on inputs of
+        other sizes, the task's size constants scaled, one trial per size set, judged as the
+        correctness trials are. Sizes the task cannot take (the reference fails or is not finite,
+        the inputs would exceed the memory bound) are skipped, not held against the candidate; its
+        own failure there (an exception, a crash, a wrong answer) means it does not generalise,
+        which fails the evaluation only under `require_generalization` (KernelBench's contract
+        fixes the shapes)."""
+        cfg, t0 = self.cfg, time.monotonic()
+        sizes = shapes.analyse(self.task.source)
+        gen: dict[str, Any] = {"generalizes": None, "tried": [], "skipped": [], "why": sizes.why}
+        self.res.generalization = gen
+        bound = shapes.max_in_bytes(self.in_bytes or 0)
+        seed = self.seeds["timing"]
+        try:
+            for i, (scale, scaled, changed) in enumerate(shapes.size_sets(sizes)):
+                if len(gen["tried"]) >= cfg.shapes:
+                    break
+                seed = weights_seed(seed)  # one LCG step per size set: `seeds` replays them too
+                entry: dict[str, Any] = {"sizes": scaled, "scale": scale, "seed": seed}
+                key = f"g{i}"
+                try:
+                    with self.on_device():
+                        outcomes, _ = self.run_batch([(key, seed, None)], guarded=True, sizes={
+                            "set": changed, "max_in_bytes": bound, "grows": scale > 1})
+                except WorkerFailure as f:
+                    if f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR) or self.judge.proc.poll() is not None:
+                        gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
+                        break
+                    gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
+                    if self.candidate.proc.poll() is not None:
+                        gen["why"] = "the candidate's process ended in a shape trial: no more were tried"
+                        break
+                    continue
+                if key not in outcomes:
+                    gen["skipped"].append({**entry, "why": self.skipped.get(key, "")[-1000:]})
+                    continue
+                code, verdict, _ = outcomes[key]
+                entry.update(ok=code is None, reason=None if code is None else code.value,
+                             message=(verdict or {}).get("message") or "")
+                if code is None and isinstance((verdict or {}).get("error"), dict):
+                    entry["error"] = verdict["error"]
+                gen["tried"].append(entry)
+        finally:
+            self.phase("shapes", t0)
+        tried = gen["tried"]
+        if tried:
+            gen["generalizes"] = all(t["ok"] for t in tried)
+            failed = [t for t in tried if not t["ok"]]
+            gen["why"] = gen["why"] if not failed and gen["why"] else (
+                f"correct at {len(tried)} other size set(s)" if not failed else
+                f"failed at {len(failed)} of {len(tried)} other size set(s), first at {failed[0]['sizes']}: "
+                f"{failed[0]['reason']}")
+        elif gen["why"] is None:
+            gen["why"] = ("every other size set was skipped: the task cannot take it" if gen["skipped"]
+                          else "no size set changes the inputs")
+        if gen["generalizes"] is False and cfg.require_generalization:
+            first = next(t for t in tried if not t["ok"])
+            self.res.add(Code.SHAPE_SPECIFIC, f"correct at the task's sizes but not at {first['sizes']} "
+                         f"({first['reason']}: {first['message'][:1000]}); --require-generalization asks for "
+                         "a kernel correct at every size the task can take")
+            self.res.correct = False
 
     def _check_weights(self) -> None:
         """ModelNew's parameters and buffers after every call are still what was loaded."""
