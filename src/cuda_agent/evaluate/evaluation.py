@@ -545,8 +545,8 @@ class Evaluation:
                     with self.on_device():
                         outcomes, _ = self.run_batch([(key, seed, None)], guarded=True, sizes={
                             "set": changed, "max_in_bytes": bound, "grows": scale > 1})
-                except WorkerFailure as f:
-                    if f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR) or self.judge.proc.poll() is not None:
+                except WorkerFailure as f:  # the candidate's (no_strays: role None), or the judge's: infra
+                    if f.role == "judge" or f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR):
                         gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
                         break
                     gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})

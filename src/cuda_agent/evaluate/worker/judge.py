@@ -261,7 +261,7 @@ class Judge:
         else:
             done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
                     for it in items]
-        if any(d["filled"] for d in done):
+        if any(d.get("filled") for d in done):  # (a skipped item has none)
             self.timer.flush()
             self.timer.sync(spin=False)
         last = self.trials.get(items[-1]["trial"]) if items else None
