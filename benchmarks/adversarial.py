@@ -2,7 +2,7 @@
 one line per (case, profile, device) and a summary: how many verdicts matched, and the wall time.
 
     python benchmarks/adversarial.py [--device cpu|cuda|all] [--jobs 8] [--cache-dir DIR] [--only SUBSTR]
-                                     [--evaluator | --service]
+                                     [--evaluator | --service] [--shapes N]
 
 Parallel evaluations share the build cache, so each distinct extension is compiled once; they also
 share the GPU, which is fine for verdicts (the suite's tests run them one at a time). With
@@ -11,6 +11,11 @@ zygotes, the device lock), as the agent, training and the benchmark run them, in
 `evaluate` each. With `--service`, through a warm evaluation service per device (`cuda-agent serve`,
 in a thread of this process, each request over its socket): the verdicts must be the same. Exit
 status 1 when any verdict differs from the case's expectation.
+
+With `--shapes N`, every case is evaluated with N shape trials (EvalConfig.shapes) on top of its own
+config, and each line also says what they found (`gen=true|false|null`): an honest case must not
+come out `false` (a kernel failing at sizes its task allows), and a case whose own config asks for
+shape trials keeps its expected verdict. Cases whose config sets `shapes` run with theirs.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ def main() -> int:
                      help="evaluate through an Evaluator per device (pooled, forked workers)")
     how.add_argument("--service", action="store_true",
                      help="evaluate through a warm evaluation service per device (its socket, its pool)")
+    ap.add_argument("--shapes", type=int, default=0, metavar="N",
+                    help="also run N shape trials in every case; an honest case must not fail them")
     args = ap.parse_args()
     devices = adv.DEVICES if args.device == "all" else (args.device,)
     jobs = [(c, p, code, d) for c in adv.CASES if args.only in c.id for p, code in c.expects
@@ -52,8 +59,9 @@ def main() -> int:
         case, profile, code, device = job
         s = time.monotonic()
         try:
+            extra = {"shapes": args.shapes} if args.shapes and "shapes" not in dict(case.config) else {}
             res = adv._run(case, profile, device, args.cache_dir, work / f"{case.id}-{profile}-{device}",
-                           evaluators.get(device))
+                           evaluators.get(device), **extra)
         except Exception as exc:  # a harness bug: report it as such
             return job, None, f"EXCEPTION {exc!r}", time.monotonic() - s, None
         got = adv._codes(res)
@@ -61,7 +69,12 @@ def main() -> int:
             ok = res.correct and res.reward >= 1 and not got
         else:
             ok = res.reward == -1 and bool(set(code.split("|")) & set(got))
-        return job, ok, ",".join(got) or f"pass (reward {res.reward})", time.monotonic() - s, res
+        said = ",".join(got) or f"pass (reward {res.reward})"
+        if res.generalization is not None:
+            gen = res.generalization["generalizes"]
+            said += f" gen={'null' if gen is None else str(gen).lower()}"
+            ok = ok and not (case.honest and gen is False)  # an honest kernel fails no size its task takes
+        return job, ok, said, time.monotonic() - s, res
 
     bad = 0
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(args.jobs) as pool:

@@ -73,7 +73,9 @@ NO_MODEL_NEW = "no_model_new"  # the fault kind whose file defines no ModelNew
 HONEST_KINDS = {"plain", "side_stream", "weight_transform", "cublas", "fp16", "multi_launch",
                 # patterns of real model-written kernels that earlier rules rejected
                 "autotune", "autograd", "class_state", "build_dir", "renamed_params", "reshaped_params",
-                "structured_input", "lazy_derived_state", "aliased_state", "verbose"}
+                "structured_input", "lazy_derived_state", "aliased_state", "verbose",
+                # correct at sizes other than the task's (shape trials: `# config: shapes=N`)
+                "general_shapes"}
 OUTPUT_BOUND = 64 * 1024  # bytes of candidate output a result may keep, at most
 DEFAULT_TIMEOUT_S = 60
 
@@ -175,7 +177,7 @@ def _parse(path: Path, honest: bool) -> Case:
         if key not in {f.name for f in dataclasses.fields(EvalConfig)} or not value:
             problems.append(f"{path.name}: `# config:` takes EvalConfig fields as name=value, got {item!r}")
             continue
-        config.append((key, {"true": True, "false": False}.get(value.lower(), value)))
+        config.append((key, int(value) if value.isdigit() else {"true": True, "false": False}.get(value.lower(), value)))
     return Case(path=path, honest=honest, category=category, task=task, devices=devices,
                 expects=tuple(expects), fault=meta.get("fault"), kind=meta.get("kind"),
                 timeout_s=timeout_s, flood=meta.get("flood", "").lower() == "true",
@@ -219,12 +221,13 @@ def _config(profile: str, device: str, cache_dir: Path, timeout_s: int) -> EvalC
 
 
 def _run(case: Case, profile: str, device: str, cache_dir: Path, tmp_path: Path,
-         evaluator: EvaluatorBase | None = None) -> EvalResult:
-    """One evaluation of the case: by `evaluate`, or through `evaluator` (its warm, forked workers)."""
+         evaluator: EvaluatorBase | None = None, **extra: object) -> EvalResult:
+    """One evaluation of the case: by `evaluate`, or through `evaluator` (its warm, forked workers);
+    `extra`: EvalConfig fields over the case's own (benchmarks/adversarial.py --shapes)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cand = tmp_path / f"{case.path.stem}.py"
     cand.write_text(case.render(device))
-    cfg = dataclasses.replace(_config(profile, device, cache_dir, case.timeout_s), **dict(case.config))
+    cfg = dataclasses.replace(_config(profile, device, cache_dir, case.timeout_s), **{**dict(case.config), **extra})
     run = evaluator.evaluate if evaluator is not None else evaluate
     return run(load_task(case.task), load_candidate(cand), cfg)
 
@@ -273,6 +276,9 @@ def test_each_case_gets_its_expected_verdict(case: Case, profile: str, code: str
 def _assert_verdict(case: Case, code: str, res: EvalResult, elapsed: float) -> None:
     if code == PASS:
         _assert_honest(res)
+        if dict(case.config).get("shapes"):  # shape trials ran, and it is correct at every size tried
+            gen = res.generalization
+            assert gen is not None and gen["generalizes"] is True and gen["tried"], gen
     else:
         assert res.reward == -1, _explain(res)
         assert not res.correct, _explain(res)

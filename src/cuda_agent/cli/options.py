@@ -40,8 +40,9 @@ def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 
 class EvalFlag(NamedTuple):
     """An EvalConfig field exposed on the command line. A flag `--no-X` turns off a field that is on
-    by default; any other flag takes the field's value, its default the field's (None where the
-    field's default is made by a factory: EvalConfig then makes it)."""
+    by default, a flag of a field off by default turns it on; any other flag takes the field's
+    value, its default the field's (None where the field's default is made by a factory:
+    EvalConfig then makes it)."""
     field: str
     flag: str
     type: Callable[[str], Any] | None = None
@@ -54,6 +55,8 @@ EVAL_FLAGS = (
     EvalFlag("policy", "--policy", choices=POLICIES),
     EvalFlag("trials", "--trials", positive(int)),
     EvalFlag("stress_trials", "--stress-trials", int),
+    EvalFlag("shapes", "--shapes", int, metavar="N"),
+    EvalFlag("require_generalization", "--require-generalization"),
     EvalFlag("atol", "--atol", float),
     EvalFlag("rtol", "--rtol", float),
     EvalFlag("seeds", "--seeds", seed_list, metavar="SEED,SEED,..."),
@@ -109,6 +112,8 @@ def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None, w
         if _negated(flag):
             assert field.default is True, flag  # a --no-X flag turns off what is on by default
             p.add_argument(flag.flag, action="store_true", help=_help(flag, field))
+        elif field.default is False:  # a switch that turns the field on
+            p.add_argument(flag.flag, action="store_true", help=_help(flag, field).removesuffix(" (default False)"))
         else:
             default = None if field.default is dataclasses.MISSING else field.default
             p.add_argument(flag.flag, type=flag.type, choices=flag.choices, default=default, metavar=flag.metavar,

@@ -48,6 +48,15 @@ class EvalConfig:
     """Extra trials on inputs beyond the task's distribution that keep its structure: exact zeros,
     signs, integer values and inputs within [-1, 1] stay so (skipped where the reference is not
     finite)."""
+    shapes: int = 0
+    """After the correctness trials and timing, call a correct candidate on this many more input
+    sets at other sizes: the task's size constants that only get_inputs reads, scaled (1.5x, 0.5x,
+    2x, ...; sizes the reference cannot take, or too large for memory, skipped). The result says
+    `generalization.generalizes`; the reward is unchanged (KernelBench's contract fixes the shapes)
+    unless `require_generalization`."""
+    require_generalization: bool = False
+    """With `shapes`: a candidate correct at the task's sizes but not at another size it tried is
+    incorrect (`shape_specific`, reward -1)."""
     atol: float = 1e-2
     """Absolute tolerance of the element-wise comparison."""
     rtol: float = 1e-2
@@ -166,6 +175,10 @@ class EvalConfig:
             raise ValueError(f"trials={self.trials}: at least 1 correctness trial is needed (default 5)")
         if self.stress_trials < 0:
             raise ValueError(f"stress_trials={self.stress_trials}: must be 0 or more")
+        if self.shapes < 0:
+            raise ValueError(f"shapes={self.shapes}: must be 0 (off) or more")
+        if self.require_generalization and not self.shapes:
+            raise ValueError("require_generalization needs shape trials: set shapes to 1 or more (--shapes 2)")
         for name in ("atol", "rtol"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: tolerances must be >= 0")

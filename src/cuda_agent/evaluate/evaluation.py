@@ -34,12 +34,13 @@ from cuda_agent.evaluate.build import BuildResult, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import cuda_arch, resolve_device
-from cuda_agent.evaluate.isolate import BUILDS_INSIDE, CandidateBox
+from cuda_agent.evaluate.isolate import BUILDS_INSIDE, CandidateBox, isolation_support, isolation_unavailable
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
 from cuda_agent.evaluate.protocol import BATCH_BYTES, Timing, batch_size, too_slow_to_time
 from cuda_agent.evaluate.result import Code, EvalResult
+from cuda_agent.evaluate.shape_trials import shape_trials
 from cuda_agent.evaluate.reward import milestone_reward, sol_reward
 from cuda_agent.evaluate.sol import result_sol
 from cuda_agent.tasks import Task
@@ -66,29 +67,6 @@ def weights_seed(init_seed: int) -> int:
     """The seed of an evaluation's re-drawn weights, derived from its init seed (one LCG step), so
     that a result's `seeds` list replays them too."""
     return (init_seed * 6364136223846793005 + 1442695040888963407) % (1 << 62)
-
-
-_WARNED: set[str] = set()
-
-
-def isolation_support(cfg: EvalConfig) -> sandbox.Support | None:
-    """The sandbox this machine gives candidates under `cfg.isolation` (None: none); under
-    `required` a machine without one raises `sandbox.IsolationUnavailable`. Warns once per process
-    when `auto` finds none."""
-    if cfg.isolation == "auto":
-        sup = sandbox.support()
-        if not sup.ok and "auto" not in _WARNED:
-            _WARNED.add("auto")
-            sandbox.resolve("auto", "the evaluator")
-        return sup if sup.ok else None
-    return sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
-
-
-def isolation_unavailable(cfg: EvalConfig) -> str:
-    """Why an evaluation ran without a sandbox."""
-    if cfg.isolation == "off":
-        return "isolation is off (EvalConfig.isolation)"
-    return sandbox.support().error or "unknown"
 
 
 def shm_root() -> str | None:
@@ -137,6 +115,8 @@ class Evaluation:
         self.unchecked: list[str] = []  # timed calls not picked for checking (the judge forgets them)
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
         self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (the judge counts them once)
+        self.in_bytes: int | None = None  # bytes of one call's inputs at the task's sizes
+        self.skipped: dict[str, str] = {}  # why the judge skipped a trial (shape trials)
         self.deadline = time.monotonic() + config.timeout_s
         self.sandbox = isolation_support(config)
 
@@ -233,7 +213,7 @@ class Evaluation:
         self.res.errors = {k: max(worst[k], stats[k]) for k in worst}
 
     def run_batch(self, items: list[Item], guarded: bool, check: float = 1.0,
-                  runner: Worker | None = None) -> tuple[dict[str, Outcome], float]:
+                  runner: Worker | None = None, sizes: dict[str, Any] | None = None) -> tuple[dict[str, Outcome], float]:
         """One command of back-to-back calls of the candidate (or of a baseline's `runner`), one per
         item. The judge writes fresh inputs into one of the runner's input slots per item and
         flushes the caches; the runner makes the calls (its claimed times and the harness's wall
@@ -242,16 +222,21 @@ class Evaluation:
         reference while the runner's process is stopped. Correctness trials, timed calls and the
         baselines' timed calls go through here alike.
 
-        Returns {trial: outcome}, without the stress trials skipped (reference not finite), and the
-        wall ms. Checking stops at the first failure."""
+        `sizes`: the task's sizes to make the inputs at (shape trials: shape_trials.py).
+
+        Returns {trial: outcome}, without the trials skipped (stress trials whose reference is not
+        finite; shape trials the task cannot take: why in `self.skipped`), and the wall ms.
+        Checking stops at the first failure."""
         judge, cand = self.judge, runner or self.candidate
         forget, self.unchecked = self.unchecked, []
         slots = [f"k{i}" for i in range(len(items))]
         prep = judge.call("prepare", self.left(), reference=check >= 1.0, forget=forget, items=[
             {"trial": t, "seed": seed, "stress": stress, "fill": self.slots.get((cand.role, slot))}
-            for (t, seed, stress), slot in zip(items, slots)])
+            for (t, seed, stress), slot in zip(items, slots)], **({"sizes": sizes} if sizes else {}))
         if self.work is None and isinstance(prep.get("work"), dict):
             self.work = prep["work"]
+        if self.in_bytes is None:
+            self.in_bytes = prep["in_bytes"]
         if self.batch is None:
             self.batch = batch_size(prep["in_bytes"], prep["out_bytes"], prep["ref_ms"],
                                     self.cfg.batch_calls, BATCH_BYTES[self.device])
@@ -261,6 +246,7 @@ class Evaluation:
         live = []
         for (trial, _, _), slot, p in zip(items, slots, prep["items"]):
             if p["skip"]:
+                self.skipped[trial] = p.get("why") or ""
                 continue
             if not p["filled"]:
                 spec = cand.call("alloc", self.left(), key=slot, spec=p["spec"])["spec"]
@@ -393,6 +379,8 @@ class Evaluation:
             self.res.correct = False
             return
         self._check_weights()
+        if cfg.shapes and self.res.correct:
+            shape_trials(self)
 
     def _policy_allows(self) -> bool:
         """The static policy checks (policy.py); each violated rule becomes a reason."""

@@ -40,7 +40,8 @@ from cuda_agent.evaluate.baselines import BaselineCache
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
-from cuda_agent.evaluate.evaluation import Evaluation, isolation_support
+from cuda_agent.evaluate.evaluation import Evaluation
+from cuda_agent.evaluate.isolate import isolation_support
 from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import wait_teardowns

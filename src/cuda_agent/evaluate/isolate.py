@@ -41,11 +41,14 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent import sandbox
 from cuda_agent.evaluate.build import tool_version, torch_version
 from cuda_agent.evaluate.worker import inline_build, nvcc_pch
+
+if TYPE_CHECKING:
+    from cuda_agent.evaluate.config import EvalConfig
 
 BUILDS_INSIDE = "/tmp/cuda-agent-builds"  # where a candidate's build folders are, inside its sandbox
 DISK_BYTES = 2 << 30  # what a candidate's folders may hold on disk, and its largest file
@@ -495,3 +498,26 @@ def run(spec: sandbox.Spec, argv: list[str], sup: sandbox.Support, timeout_s: fl
     if len(text) > LOG_LIMIT:
         text = text[: LOG_LIMIT // 2] + "\n[...]\n" + text[-LOG_LIMIT // 2:]
     return code, text
+
+
+_WARNED: set[str] = set()
+
+
+def isolation_support(cfg: "EvalConfig") -> sandbox.Support | None:
+    """The sandbox this machine gives candidates under `cfg.isolation` (None: none); under
+    `required` a machine without one raises `sandbox.IsolationUnavailable`. Warns once per process
+    when `auto` finds none."""
+    if cfg.isolation == "auto":
+        sup = sandbox.support()
+        if not sup.ok and "auto" not in _WARNED:
+            _WARNED.add("auto")
+            sandbox.resolve("auto", "the evaluator")
+        return sup if sup.ok else None
+    return sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
+
+
+def isolation_unavailable(cfg: "EvalConfig") -> str:
+    """Why an evaluation ran without a sandbox."""
+    if cfg.isolation == "off":
+        return "isolation is off (EvalConfig.isolation)"
+    return sandbox.support().error or "unknown"

@@ -38,12 +38,14 @@ ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "NC
 
 class WorkerFailure(Exception):
     """A command of a worker did not complete: `code` says why (the worker's own verdict, or the
-    harness's: timeout, crash, protocol violation)."""
+    harness's: timeout, crash, protocol violation). `role`: the worker whose command it was, where
+    a worker's (`Worker.call`)."""
 
-    def __init__(self, code: Code, message: str):
+    def __init__(self, code: Code, message: str, role: str | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.role = role
 
 
 class OutputReader(threading.Thread):
@@ -201,20 +203,20 @@ class Worker:
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure(self._fault(Code.TIMEOUT), f"{self.role}: `{cmd}` did not finish within {timeout:.0f} s "
-                                "(hang, deadlock or far too slow); the process was killed") from None
+                                "(hang, deadlock or far too slow); the process was killed", self.role) from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
             message = self._death(cmd)  # first: it reaps the process, whose status _fault reads
-            raise WorkerFailure(self._fault(Code.CRASH), message) from None
+            raise WorkerFailure(self._fault(Code.CRASH), message, self.role) from None
         except ChannelError as exc:
             self.kill()
-            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: {exc}") from None
+            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: {exc}", self.role) from None
         if reply.get("ok") is True:
             return reply
         try:
             code = Code(reply.get("code"))
         except ValueError:
-            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: unknown reason code") from None
-        raise WorkerFailure(code, str(reply.get("message", ""))[:20000])
+            raise WorkerFailure(Code.PROTOCOL_VIOLATION, f"{self.role}: unknown reason code", self.role) from None
+        raise WorkerFailure(code, str(reply.get("message", ""))[:20000], self.role)
 
     def _fault(self, code: Code) -> Code:
         """A hang or crash of the judge is the evaluator's failure, not the candidate's; so is one of

@@ -49,6 +49,7 @@ class Code(str, enum.Enum):
     NON_FINITE = "non_finite"
     OUTPUT_MISMATCH = "output_mismatch"
     STRESS_MISMATCH = "stress_mismatch"
+    SHAPE_SPECIFIC = "shape_specific"  # correct only at the task's sizes (EvalConfig.require_generalization)
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"
     INPUT_MODIFIED = "input_modified"
     # policy and tampering: static checks (policy.py), runtime guards (guard.py) and the harness
@@ -179,6 +180,7 @@ class EvalResult:
     seeds: dict[str, Any] = field(default_factory=dict)
     trials: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, float] | None = None  # worst max_abs / rel_norm error over passing comparisons
+    generalization: dict[str, Any] | None = None  # shape trials at other sizes (EvalConfig.shapes), else None
     phases_s: dict[str, float] = field(default_factory=dict)
     candidate_output: dict[str, Any] = field(default_factory=dict)
     timing_check: dict[str, Any] | None = None  # the harness's clock against the candidate's claims

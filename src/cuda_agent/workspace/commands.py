@@ -276,7 +276,7 @@ def _compile(candidate, device: str, as_json: bool) -> int:
         print(json.dumps({"ok": False, "device": device, "sources": [], "message": msg}) if as_json else msg)
         return EXIT_FAILED
     # The same architecture as the evaluator's build, so this build is the one verification reuses.
-    from cuda_agent.evaluate.evaluation import isolation_support
+    from cuda_agent.evaluate.isolate import isolation_support
 
     sup = isolation_support(cfg)
     built = build_extension(candidate, device, cuda_arch() if device == "cuda" else None, cfg.cache_dir,

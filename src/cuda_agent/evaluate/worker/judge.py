@@ -20,6 +20,7 @@ from cuda_agent.evaluate.memory import JUDGE_RESERVED_MAX
 from cuda_agent.evaluate.result import Code
 from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothing, precision_switches, read_switch,
                                                timed_call, timer_for, trace)
+from cuda_agent.evaluate.worker.work import counted
 
 
 def _nbytes(*values: Any, on: str | None = None) -> int:
@@ -45,6 +46,7 @@ class Judge:
         self.trials: dict[str, dict[str, Any]] = {}
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
+        self.base_shapes: list[tuple[int, ...]] | None = None  # the input tensors' shapes at the task's sizes
         self.ref_work = 0  # the reference's device memory beyond its inputs and output, at its peak
         self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (worker/work.py), counted once
         self.reserved_peak = 0  # torch's reserved device memory at its peak this evaluation (serve's `memory`)
@@ -74,6 +76,7 @@ class Judge:
             self.__dict__.pop(name, None)
         self.trials, self.slots, self.ref_ms, self.ref_work, self.reserved_peak = {}, {}, None, 0, 0
         self.work = None
+        self.base_shapes = None
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
@@ -245,21 +248,77 @@ class Judge:
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     def cmd_prepare(self, items: list[dict[str, Any]], reference: bool = True,
-                    forget: list[str] | None = None) -> dict[str, Any]:
+                    forget: list[str] | None = None, sizes: dict[str, Any] | None = None) -> dict[str, Any]:
         """Fresh inputs for each item {trial, seed, stress, fill}, written into the runner's input
         slot `fill` when it has the right layout (then the caches are flushed once). Returns per item
-        {skip, spec, filled}, and the bytes of one call's inputs and reference output."""
+        {skip, spec, filled}, and the bytes of one call's inputs and reference output.
+
+        `sizes` (shape trials, evaluate/shapes.py): {"set": the task module's constants to change,
+        "max_in_bytes", "grows"}: the items' inputs are made with those constants, restored
+        afterwards. An item the task cannot take at those sizes (inputs over `max_in_bytes`, the
+        inputs' shapes unchanged, the reference failing or not finite) is skipped with `why`."""
         for key in forget or ():  # timed calls that were not picked for checking
             self.trials.pop(key, None)
-        done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
-                for it in items]
-        if any(d["filled"] for d in done):
+        if sizes is not None:
+            done = self._prepare_sized(items, sizes, reference)
+        else:
+            done = [self._prepare(it["trial"], it["seed"], it.get("stress"), it.get("fill"), reference)
+                    for it in items]
+        if any(d.get("filled") for d in done):  # (a skipped item has none)
             self.timer.flush()
             self.timer.sync(spin=False)
         last = self.trials.get(items[-1]["trial"]) if items else None
         return {"items": done, "in_bytes": _nbytes(last["inputs"]) if last else 0,
                 "out_bytes": _nbytes(last["ref"]) if last and last["ref"] is not None else 0,
                 "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work, "work": self.work}
+
+    def _prepare_sized(self, items: list[dict[str, Any]], sizes: dict[str, Any],
+                       reference: bool) -> list[dict[str, Any]]:
+        """`_prepare` of each item with the task module's constants `sizes["set"]` in place (only
+        those that get_inputs reads and no model was built from: shapes.py); put back afterwards."""
+        task = self.task
+        old = {k: getattr(task, k) for k in sizes["set"]}
+        try:
+            for k, v in sizes["set"].items():
+                setattr(task, k, v)
+            why = self._sized_unfit(sizes)
+            if why is not None:
+                return [{"skip": True, "why": why} for _ in items]
+            done = []
+            for it in items:
+                try:
+                    done.append(self._prepare(it["trial"], it["seed"], None, it.get("fill"), reference,
+                                              finite=True))
+                except Failure as f:  # the reference cannot take these sizes: not the candidate's failure
+                    done.append({"skip": True, "why": f.message[-2000:]})
+            return done
+        finally:
+            for k, v in old.items():
+                setattr(task, k, v)
+
+    def _sized_unfit(self, sizes: dict[str, Any]) -> str | None:
+        """Why the task's inputs at these sizes are not tried before any is made: over the memory
+        bound (their bytes told on the meta device, where no memory is taken), or their shapes are
+        the task's own (a size read at import). None: try them."""
+        import torch
+
+        from cuda_agent.evaluate.transport import tensors_of
+
+        try:
+            torch.manual_seed(0)
+            with torch.device("meta"):
+                meta = list(self.task.get_inputs())
+        except Exception as exc:
+            if sizes.get("grows"):
+                return (f"the inputs' bytes at larger sizes cannot be told in advance (get_inputs() fails on "
+                        f"the meta device: {type(exc).__name__}), so they are not made")
+            return None
+        need = _nbytes(meta)
+        if need > sizes["max_in_bytes"]:
+            return f"the inputs would take {need} bytes, over the bound of {sizes['max_in_bytes']} for shape trials"
+        if self.base_shapes is not None and [tuple(t.shape) for t in tensors_of(meta)] == self.base_shapes:
+            return "the inputs' shapes do not change with these sizes"
+        return None
 
     def _reference(self, inputs: list[Any]) -> Any:
         """The reference's output on (copies of) `inputs`. On a GPU, also what the call held beyond
@@ -281,20 +340,6 @@ class Judge:
             self.ref_work = max(self.ref_work, torch.cuda.max_memory_allocated(self.device) - base - held)
         return ref
 
-    def _count_work(self, inputs: list[Any]) -> Any:
-        """The reference's output, its work counted on the way (worker/work.py): what the result's
-        speed of light is made from. A count that fails leaves the work unknown, not the call."""
-        from cuda_agent.evaluate.worker.work import WorkCounter
-
-        counter = WorkCounter()
-        with counter:  # (the operators' counts never raise: what fails to count is named)
-            ref = self._reference(inputs)
-        try:
-            self.work = counter.result(inputs, ref, self.model)
-        except Exception as exc:
-            self.work = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        return ref
-
     def cmd_peaks(self) -> dict[str, Any]:
         """This device's DRAM bandwidth and FLOP/s per class, measured (worker/work.py)."""
         from cuda_agent.evaluate.worker.work import measure_peaks
@@ -302,18 +347,22 @@ class Judge:
         return {"peaks": measure_peaks(self.device)}
 
     def _prepare(self, trial: str, seed: int, stress: int | None, fill: dict[str, Any] | None,
-                 reference: bool) -> dict[str, Any]:
+                 reference: bool, finite: bool = False) -> dict[str, Any]:
+        """`finite`: skip the item where the reference's output is not finite (as stress trials
+        are skipped)."""
         import torch
 
         from cuda_agent.evaluate.transport import describe, tensors_of
 
         try:
             inputs = self._inputs(seed)
+            if self.base_shapes is None:  # the task's own sizes (the first trial's)
+                self.base_shapes = [tuple(t.shape) for t in tensors_of(inputs)]
             if stress is not None:
                 inputs = [stress_input(x, stress) for x in inputs]
             ref = None
-            if reference and self.work is None and stress is None:
-                ref = self._count_work(inputs)
+            if reference and self.work is None and stress is None:  # once: what the speed of light is made of
+                ref, self.work = counted(lambda: self._reference(inputs), inputs, self.model)
             elif reference:
                 ref = self._reference(inputs)
                 if self.ref_ms is None:  # once: how long one call takes, warm (sizes the batches)
@@ -323,9 +372,9 @@ class Judge:
             self.timer.sync(spin=False)
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
-        if stress is not None and not all(bool(torch.isfinite(t).all()) for t in tensors_of(ref)
-                                           if t.is_floating_point()):
-            return {"skip": True}
+        if (stress is not None or finite) and not all(bool(torch.isfinite(t).all()) for t in tensors_of(ref)
+                                                      if t.is_floating_point()):
+            return {"skip": True, "why": "the reference's output is not finite"}
         self.trials[trial] = {"inputs": inputs, "ref": ref}
         spec = describe(inputs)
         filled = fill is not None and same_layout(spec, fill)

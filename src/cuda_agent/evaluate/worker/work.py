@@ -20,7 +20,7 @@ buffers, each storage once.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 # Reductions, normalisations, pooling and scans: one FLOP per element of the first input.
 _PER_INPUT = {
@@ -176,6 +176,18 @@ class WorkCounter:
               "parameters": storage_bytes([t for t in state if hasattr(t, "untyped_storage")])}
         return {"flops": {k: v for k, v in sorted(self.flops.items()) if v}, "bytes": sum(by.values()),
                 "bytes_by": by, "uncounted": sorted(self.uncounted), "ops": self.ops}
+
+
+def counted(run: Callable[[], Any], inputs: list[Any], module: Any) -> tuple[Any, dict[str, Any]]:
+    """`run()`'s output, and the work it did (`WorkCounter.result`); a count that fails to add up
+    leaves the work unknown (`{"error": ...}`), not the call. `run`'s own exceptions propagate."""
+    counter = WorkCounter()
+    with counter:  # (the operators' counts never raise: what fails to count is named)
+        out = run()
+    try:
+        return out, counter.result(inputs, out, module)
+    except Exception as exc:
+        return out, {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def _best_s(fn, repeat: int, sync) -> float:

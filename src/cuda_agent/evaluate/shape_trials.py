@@ -1,0 +1,83 @@
+"""Shape trials (`EvalConfig.shapes`): after its verdict at the task's sizes, a correct candidate
+is called at other sizes of the task (shapes.py chooses them), so that a kernel with the task's
+sizes baked in is told from a general one. Driven through the evaluation's own `run_batch`, as the
+correctness trials are; the result's `generalization` says what was tried and what failed."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from cuda_agent.evaluate import shapes
+from cuda_agent.evaluate.process import WorkerFailure
+from cuda_agent.evaluate.result import Code
+
+if TYPE_CHECKING:
+    from cuda_agent.evaluate.evaluation import Evaluation
+
+
+def shape_trials(ev: "Evaluation") -> None:
+    """Shape trials (`EvalConfig.shapes`, shapes.py): a correct candidate called on inputs of
+    other sizes, the task's size constants scaled, one trial per size set, judged as the
+    correctness trials are. Sizes the task cannot take (the reference fails or is not finite,
+    the inputs would exceed the memory bound) are skipped, not held against the candidate; its
+    own failure there (an exception, a crash, a wrong answer) means it does not generalise,
+    which fails the evaluation only under `require_generalization` (KernelBench's contract
+    fixes the shapes)."""
+    from cuda_agent.evaluate.evaluation import weights_seed  # (the module that calls this one)
+
+    cfg, t0 = ev.cfg, time.monotonic()
+    sizes = shapes.analyse(ev.task.source)
+    gen: dict[str, Any] = {"generalizes": None, "tried": [], "skipped": [], "why": sizes.why}
+    ev.res.generalization = gen
+    bound = shapes.max_in_bytes(ev.in_bytes or 0)
+    seed = ev.seeds["timing"]
+    try:
+        for i, (scale, scaled, changed) in enumerate(shapes.size_sets(sizes)):
+            if len(gen["tried"]) >= cfg.shapes:
+                break
+            seed = weights_seed(seed)  # one LCG step per size set: `seeds` replays them too
+            entry: dict[str, Any] = {"sizes": scaled, "scale": scale, "seed": seed}
+            key = f"g{i}"
+            try:
+                with ev.on_device():
+                    outcomes, _ = ev.run_batch([(key, seed, None)], guarded=True, sizes={
+                        "set": changed, "max_in_bytes": bound, "grows": scale > 1})
+            except WorkerFailure as f:  # the candidate's (no_strays: role None), or the judge's: infra
+                if f.role == "judge" or f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR):
+                    gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
+                    break
+                gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
+                if ev.candidate.proc.poll() is not None:
+                    gen["why"] = "the candidate's process ended in a shape trial: no more were tried"
+                    break
+                continue
+            if key not in outcomes:
+                gen["skipped"].append({**entry, "why": ev.skipped.get(key, "")[-1000:]})
+                continue
+            code, verdict, _ = outcomes[key]
+            entry.update(ok=code is None, reason=None if code is None else code.value,
+                         message=(verdict or {}).get("message") or "")
+            if code is None and isinstance((verdict or {}).get("error"), dict):
+                entry["error"] = verdict["error"]
+            gen["tried"].append(entry)
+    finally:
+        ev.phase("shapes", t0)
+    tried = gen["tried"]
+    if tried:
+        gen["generalizes"] = all(t["ok"] for t in tried)
+        failed = [t for t in tried if not t["ok"]]
+        gen["why"] = gen["why"] if not failed and gen["why"] else (
+            f"correct at {len(tried)} other size set(s)" if not failed else
+            f"failed at {len(failed)} of {len(tried)} other size set(s), first at {failed[0]['sizes']}: "
+            f"{failed[0]['reason']}")
+    elif gen["why"] is None:
+        gen["why"] = ("every other size set was skipped: the task cannot take it" if gen["skipped"]
+                      else "no size set changes the inputs")
+    if gen["generalizes"] is False and cfg.require_generalization:
+        first = next(t for t in tried if not t["ok"])
+        ev.res.add(Code.SHAPE_SPECIFIC, f"correct at the task's sizes but not at {first['sizes']} "
+                     f"({first['reason']}: {first['message'][:1000]}); --require-generalization asks for "
+                     "a kernel correct at every size the task can take")
+        ev.res.correct = False
+
