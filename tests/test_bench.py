@@ -316,3 +316,29 @@ def test_a_cuda_l1_dump_is_judged_against_its_own_reference_with_tasks_from_dump
         assert judged == {"level1/1_ReluBias": True, "level1/2_TanhBias": False}  # a relu kernel, a tanh task
         assert {r.task: r.result.correct for r in store.records("own")} == {
             "level1/1_ReluBias": True, "level1/2_TanhBias": True}  # the dump's relu reference, the set's name
+
+
+def test_bench_with_shapes_reports_which_kernels_hold_at_other_sizes(tmp_path):
+    """`bench --shapes 1`: a task whose batch size is a module constant; a kernel that reshapes to
+    the task's batch fails at another, its honest twin passes; the reports say so per task and per
+    sample, and the verdicts stay correct (no --require-generalization)."""
+    task = TASK.replace("return [torch.randn(64, 256)]", "return [torch.randn(batch_size, 256)]") + "\nbatch_size = 64\n"
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "1_ReluBias.py").write_text(task)
+    sols = tmp_path / "sols"
+    sols.mkdir()
+    (sols / "level_1_problem_1_sample_0_kernel.py").write_text(RIGHT)
+    fixed = RIGHT.replace("torch.relu(x + self.bias)", "torch.relu(x.reshape(64, 256) + self.bias)")
+    assert fixed != RIGHT
+    (sols / "level_1_problem_1_sample_1_kernel.py").write_text(fixed)
+    done = subprocess.run(_bench(tmp_path, sols, "--shapes", "1", "--json"), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with Store(tmp_path / "runs" / "bench.sqlite") as store:
+        got = {r.sample: r.result for r in store.records("sols-cpu")}
+    assert got[0].correct and got[1].correct  # KernelBench's contract fixes the shapes
+    assert got[0].generalization["generalizes"] is True and got[1].generalization["generalizes"] is False
+    md = (tmp_path / "runs" / "sols-cpu" / "report.md").read_text()
+    assert "| other sizes |" in md and "| level1/1_ReluBias | 2 | yes |" in md and "| fails |" in md
+    page = (tmp_path / "runs" / "sols-cpu" / "report.html").read_text()
+    data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    assert sorted((r["sample"], r["generalizes"]) for r in data) == [(0, True), (1, False)]

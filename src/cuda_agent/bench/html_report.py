@@ -73,7 +73,7 @@ def samples(store: Store, run: str) -> list[dict[str, Any]]:
             "codes": [x.code.value for x in res.reasons if x.kind.value != "info"],
             "reasons": [f"{x.code.value}: {x.message}" for x in res.reasons],
             "eager": res.speedup_eager, "compile": res.speedup_compile, "spread": spread,
-            "sol": (res.sol or {}).get("fraction"),
+            "sol": (res.sol or {}).get("fraction"), "generalizes": (res.generalization or {}).get("generalizes"),
             "claimed_correct": c.get("correct"), "claimed_speedup": c.get("speedup"),
             "disagreement": agreement(bool(res.correct), res.speedup_eager, c) if c else None,
             "origin": c.get("origin"), "candidate": r.candidate, "code": _code(r.candidate),
@@ -144,6 +144,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; vertical-align: top; }} im
 <th data-k="task">task</th><th data-k="run">run</th><th data-k="sample">sample</th><th data-k="model">model</th>
 <th data-k="correct">verdict</th><th data-k="reward">reward</th><th data-k="codes">reasons</th>
 <th data-k="eager">vs eager</th><th data-k="compile">vs compile</th><th data-k="sol" title="fraction of the speed of light">SOL</th>
+<th data-k="generalizes" title="correct at other sizes (--shapes)">other sizes</th>
 <th data-k="claimed_speedup">claimed</th>
 </tr></thead><tbody></tbody></table>
 <h2>Plots</h2>{plots}
@@ -171,8 +172,9 @@ function render() {{
     <td>${{esc(r.task)}}</td><td>${{esc(r.run)}}</td><td>${{r.sample}}</td><td>${{esc(r.model || "-")}}</td>
     <td class="verdict">${{r.correct ? "correct" : "not correct"}}</td><td>${{r.reward}}</td><td>${{esc(r.codes.join(", ") || "-")}}</td>
     <td>${{x(r.eager)}}${{r.spread ? ` <small>(${{r.spread[0].toFixed(2)}}-${{r.spread[1].toFixed(2)}})</small>` : ""}}</td>
-    <td>${{x(r.compile)}}</td><td>${{r.sol == null ? "-" : (100 * r.sol).toFixed(1) + "%"}}</td><td class="claim" title="${{esc(r.disagreement || "")}}">${{esc(claim(r))}}</td></tr>` +
-    (open === r.id ? `<tr class="detail" id="detail-${{r.id}}"><td colspan="11">
+    <td>${{x(r.compile)}}</td><td>${{r.sol == null ? "-" : (100 * r.sol).toFixed(1) + "%"}}</td>
+    <td>${{r.generalizes == null ? "-" : r.generalizes ? "yes" : "no"}}</td><td class="claim" title="${{esc(r.disagreement || "")}}">${{esc(claim(r))}}</td></tr>` +
+    (open === r.id ? `<tr class="detail" id="detail-${{r.id}}"><td colspan="12">
       ${{r.disagreement ? `<p><b>disagreement:</b> ${{esc(r.disagreement)}}</p>` : ""}}
       <p><b>candidate:</b> ${{esc(r.candidate)}}${{r.origin ? " (from " + esc(r.origin) + ")" : ""}}</p>
       <p><b>reasons:</b></p><pre class="reasons">${{esc(r.reasons.join("\\n\\n") || "none")}}</pre>

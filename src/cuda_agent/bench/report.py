@@ -102,12 +102,15 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
     lines += ["", "![speedup distribution](speedups.png)", "", "![fast_p curves](fast_p.png)", "",
               "![failures](failures.png)", "", "## Failures by reason", ""]
     lines += ["| reason | count |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in a.reasons.items()]
-    lines += ["", "## Tasks", "", "| task | samples | correct | vs eager | vs compile | speed of light | reasons |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    shapes = any(t.get("generalizes") is not None for t in a.per_task)  # (a run with --shapes)
+    lines += ["", "## Tasks", "", "| task | samples | correct | vs eager | vs compile | speed of light | "
+              + ("other sizes | " if shapes else "") + "reasons |", "| --- " * (7 + shapes) + "|"]
     for t in a.per_task:
         sol = "-" if t.get("sol_fraction") is None else percent(t["sol_fraction"])
+        other = {True: "generalizes", False: "fails", None: "-"}[t.get("generalizes")] + " | " if shapes else ""
         lines.append(f"| {t['task']} | {t['samples']} | {'yes' if t['correct'] else 'no'} | "
-                     f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {sol} | {', '.join(t['reasons']) or '-'} |")
+                     f"{_x(t['speedup_eager'])} | {_x(t['speedup_compile'])} | {sol} | {other}"
+                     f"{', '.join(t['reasons']) or '-'} |")
     rows = samples(store, run)  # every sample, its code read once, for both reports
     lines += _claims(rows)
     plots = [out / "speedups.png", out / "fast_p.png", out / "failures.png"]

@@ -176,10 +176,18 @@ def summarize_run(store: Store, name: str) -> Summary:
                 reasons[code] = reasons.get(code, 0) + 1
         per_task.append({"task": t, "level": lv, "correct": b.correct, "samples": len(results),
                          "speedup_eager": b.speedup_eager, "speedup_compile": b.speedup_compile,
-                         "sol_fraction": b.sol_fraction,
+                         "sol_fraction": b.sol_fraction, "generalizes": _generalizes(results.values()),
                          "reasons": sorted({f.code.value for res in results.values() for f in res.failures})
                          or ([NO_SOLUTION] if not results else [])})
     return Summary(metrics(best), best, samples, dict(sorted(reasons.items(), key=lambda kv: -kv[1])), per_task, records)
+
+
+def _generalizes(results) -> bool | None:
+    """A task's shape trials over its correct samples: False if any sample's kernel failed at other
+    sizes, True if every one tried passed, None where none was tried (no --shapes, nothing to scale)."""
+    told = [(r.generalization or {}).get("generalizes") for r in results if r.correct]
+    told = [g for g in told if g is not None]
+    return None if not told else all(told)
 
 
 def default_run_name(taskset: str, solutions: str | None, device: str) -> str:

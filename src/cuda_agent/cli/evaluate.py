@@ -29,6 +29,14 @@ def sol_line(sol: dict | None) -> str | None:
     return line + f"   ({sol.get('why')})"
 
 
+def generalization_line(gen: dict | None) -> str | None:
+    """What the shape trials (--shapes) found, in a line."""
+    if not gen:
+        return None
+    verdict = {True: "generalizes", False: "does not generalize", None: "not told"}[gen.get("generalizes")]
+    return f"other sizes: {verdict} ({gen.get('why')})"
+
+
 def print_result(result, on=None) -> None:
     """A readable summary of one EvalResult on the console `on`: times, speedups, verdict, reasons."""
     from rich.table import Table
@@ -48,8 +56,9 @@ def print_result(result, on=None) -> None:
     on.print(f"compiled: {result.compiled}   correct: {result.correct}   "
              f"reward: [{colour}]{result.reward}[/]   device: {dev}   "
              f"time: {result.phases_s.get('total', 0):.1f} s")
-    if line := sol_line(result.sol):
-        on.print(line, highlight=False)
+    for line in (sol_line(result.sol), generalization_line(result.generalization)):
+        if line:
+            on.print(line, highlight=False)
     for r in result.reasons:
         style = "dim" if r.kind.value == "info" else "red"
         msg = r.message if len(r.message) < 1500 else r.message[:700] + "\n[...]\n" + r.message[-700:]
