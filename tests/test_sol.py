@@ -150,3 +150,16 @@ def test_an_evaluation_on_the_cpu_carries_sol_from_the_reference_and_the_candida
         device="cpu", cache_dir=cache_dir, policy="kernelbench", timing=False, timeout_s=120))
     assert untimed.sol["fraction"] is None and math.isclose(untimed.sol["time_ms"], sol["time_ms"], rel_tol=1e-3)
     assert "not timed" in untimed.sol["why"] and untimed.reward == 1
+
+
+def test_counting_and_measuring_leave_the_judges_process_as_it_was():
+    """A judge serves the next evaluation only if its process is as it started (judge.py's
+    `process_state`): the count's dispatch mode must not pull in torch._dynamo (it replaces
+    `torch.manual_seed`), nor the peaks' measure leave a precision switch rewritten."""
+    from cuda_agent.evaluate.worker.judge import process_state, state_changes
+    from cuda_agent.evaluate.worker.work import measure_peaks
+
+    before = process_state()
+    count(lambda a: torch.relu(a @ a), torch.randn(8, 8))
+    measure_peaks(torch.device("cpu"))
+    assert state_changes(before, process_state()) == []
