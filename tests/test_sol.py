@@ -163,3 +163,16 @@ def test_counting_and_measuring_leave_the_judges_process_as_it_was():
     count(lambda a: torch.relu(a @ a), torch.randn(8, 8))
     measure_peaks(torch.device("cpu"))
     assert state_changes(before, process_state()) == []
+
+
+def test_the_judges_first_prepare_counts_the_work_and_still_times_the_reference(tmp_path):
+    """The work is counted on the first trial's reference call; the warm call after it still says
+    how long one call takes (`ref_ms`, which sizes the batches from the first command on)."""
+    from cuda_agent.evaluate.worker.judge import Judge
+
+    judge = Judge()
+    judge.cmd_setup(task_source=(DATA / "relu_bias_task.py").read_text(), origin="relu_bias_task.py",
+                    device="cpu", init_seed=1, weights_seed=2, shm_dir=str(tmp_path), touch="bf16")
+    prep = judge.cmd_prepare([{"trial": "c0", "seed": 3, "stress": None, "fill": None}])
+    assert prep["work"]["flops"] == {"vector": 2 * 64 * 256}
+    assert prep["ref_ms"] is not None and prep["ref_ms"] > 0

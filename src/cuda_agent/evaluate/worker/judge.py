@@ -361,10 +361,11 @@ class Judge:
             if stress is not None:
                 inputs = [stress_input(x, stress) for x in inputs]
             ref = None
-            if reference and self.work is None and stress is None:  # once: what the speed of light is made of
-                ref, self.work = counted(lambda: self._reference(inputs), inputs, self.model)
-            elif reference:
-                ref = self._reference(inputs)
+            if reference:
+                if self.work is None and stress is None:  # once: what the speed of light is made of
+                    ref, self.work = counted(lambda: self._reference(inputs), inputs, self.model)
+                else:
+                    ref = self._reference(inputs)
                 if self.ref_ms is None:  # once: how long one call takes, warm (sizes the batches)
                     t0 = time.perf_counter()
                     ref = self._reference(inputs)
