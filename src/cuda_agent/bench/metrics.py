@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from cuda_agent.evaluate.result import quantile
+
 FASTER = 1.05  # "more than 5% faster", as the milestone reward
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.05, 1.5, 2.0, 3.0, 5.0)  # the grid reported in JSON and tables
 
@@ -95,17 +97,9 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
                                           for o in outcomes]) if n else None
         d[f"fast_p_{b}"] = fast_p(outcomes, b)
     fractions = sorted(o.sol_fraction for o in correct if o.sol_fraction is not None)
-    d["sol"] = {"timed": len(fractions), **({k: _quantile(fractions, q) for k, q in
+    d["sol"] = {"timed": len(fractions), **({k: round(quantile(fractions, q), 4) for k, q in
                                               (("p25", 0.25), ("median", 0.5), ("p75", 0.75))} if fractions else {})}
     return d
-
-
-def _quantile(xs: list[float], q: float) -> float:
-    """The q-quantile of sorted `xs`, linear between closest ranks."""
-    x = q * (len(xs) - 1)
-    lo = int(x)
-    hi = min(lo + 1, len(xs) - 1)
-    return round(xs[lo] + (xs[hi] - xs[lo]) * (x - lo), 4)
 
 
 def metrics(outcomes: list[Outcome]) -> dict[str, Any]:

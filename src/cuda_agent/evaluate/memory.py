@@ -42,7 +42,8 @@ def _path(cache_dir: str | os.PathLike, source: str) -> Path:
     return Path(cache_dir) / "memory" / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
 
 
-def _read(path: Path) -> dict:
+def read_record(path: Path) -> dict:
+    """A cache record (a JSON object) at `path`; {} where there is none or it is unreadable."""
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -54,36 +55,38 @@ def record(cache_dir: str | os.PathLike, source: str, in_bytes: int, out_bytes: 
     """Remember the bytes of one call's inputs and output of the task with this source, and the
     reference's working memory beyond them (written only when they differ from what is recorded)."""
     path = _path(cache_dir, source)
-    old = _read(path)
+    old = read_record(path)
     rec = {**old, "in_bytes": int(in_bytes), "out_bytes": int(out_bytes), "ref_work": max(int(ref_work), 0)}
     if old != rec:
-        _write(path, rec)
+        write_record(path, rec)
 
 
 def record_peak(cache_dir: str | os.PathLike, source: str, peak: int) -> None:
     """Remember what an evaluation of the task held at its peak across the judge's and candidate's
     processes (bytes, contexts included), once its inputs and output are recorded (`record`)."""
     path = _path(cache_dir, source)
-    old = _read(path)
+    old = read_record(path)
     if "in_bytes" in old and old.get("peak") != int(peak):
-        _write(path, {**old, "peak": int(peak)})
+        write_record(path, {**old, "peak": int(peak)})
 
 
-def _write(path: Path, rec: dict) -> None:
+def write_record(path: Path, rec: dict) -> None:
+    """Write a cache record whole (a reader never sees half of it); nothing where the cache is
+    read-only (what it would have spared is redone next time)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(rec))
         os.replace(tmp, path)
     except OSError:
-        pass  # a read-only cache: every evaluation of the task is admitted unmeasured
+        pass  # a read-only cache (for memory records: every evaluation of the task is admitted unmeasured)
 
 
 def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = True) -> int:
     """Bytes of device memory an evaluation of the task is expected to hold at its peak; 0 when it
     has not been measured. `baselines_cached`: False when the evaluation will run the baselines'
     runners (each runs the reference: its working memory once more per runner)."""
-    rec = _read(_path(cache_dir, source))
+    rec = read_record(_path(cache_dir, source))
     try:
         ins, outs, work = int(rec["in_bytes"]), int(rec["out_bytes"]), max(int(rec.get("ref_work", 0)), 0)
         peak = max(int(rec.get("peak", 0)), 0)

@@ -134,6 +134,14 @@ class Reason:
         return {"code": self.code.value, "kind": self.kind.value, "message": self.message}
 
 
+def quantile(s: list[float], p: float) -> float:
+    """The p-quantile of the sorted, non-empty `s`: linear interpolation between closest ranks."""
+    x = p * (len(s) - 1)
+    lo = int(x)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (x - lo)
+
+
 @dataclass(slots=True)
 class TimeStats:
     """Per-call times of one implementation in milliseconds, over `n` samples (each the mean of one
@@ -154,13 +162,8 @@ class TimeStats:
         mean = sum(s) / n
         std = (sum((x - mean) ** 2 for x in s) / (n - 1)) ** 0.5 if n > 1 else 0.0
 
-        def q(p: float) -> float:  # linear interpolation between closest ranks
-            x = p * (n - 1)
-            lo = int(x)
-            hi = min(lo + 1, n - 1)
-            return s[lo] + (s[hi] - s[lo]) * (x - lo)
-
-        return cls(median=q(0.5), iqr=q(0.75) - q(0.25), min=s[0], max=s[-1], n=n, mean=mean, std=std)
+        return cls(median=quantile(s, 0.5), iqr=quantile(s, 0.75) - quantile(s, 0.25), min=s[0], max=s[-1],
+                   n=n, mean=mean, std=std)
 
 
 @dataclass(slots=True)

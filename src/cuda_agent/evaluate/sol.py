@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
+
+from cuda_agent.evaluate.memory import read_record, write_record
 
 HOW = ("FLOPs: torch's formulas for matrix products, convolutions and attention, at the tensor-core peak of "
        "their dtype (float32 at TF32); elementwise operators one FLOP per output element and reductions one per "
@@ -79,22 +80,13 @@ def peaks_for(device: dict[str, Any], cache_dir: Path,
     if device.get("type") == "cuda" and (known := table_peaks(str(device.get("name", "")))):
         return known
     path = _cache_file(cache_dir, device)
-    try:
-        cached = json.loads(path.read_text())
-        if isinstance(cached, dict) and cached.get("dram_bytes_s"):
-            return cached
-    except (OSError, ValueError):
-        pass
+    cached = read_record(path)
+    if cached.get("dram_bytes_s"):
+        return cached
     if measure is None:
         return None
     measured = {**measure(), "source": f"measured on {device.get('name') or device.get('type')}"}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(measured, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_record(path, measured)
     return measured
 
 
