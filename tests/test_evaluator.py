@@ -504,6 +504,58 @@ def test_the_second_try_alone_waits_for_memory_still_held_by_finished_evaluation
     assert started[1] is True  # 6 + 5 GiB did not fit in 10: it waited for the teardown's memory
 
 
+@pytest.mark.parametrize("measured_by_first_try", [False, True])
+def test_a_second_try_of_an_unmeasured_task_waits_for_all_memory_held(tmp_path, monkeypatch, measured_by_first_try):
+    """A task whose need is unknown is admitted at once (need 0). If it runs short beside others,
+    its second try must not be admitted at once too: it holds the need its first try measured, or
+    where that try could not measure it, more than the whole budget, so it waits until nothing is
+    promised (here, a finished evaluation's 1 GiB held while its processes exit)."""
+    from cuda_agent.evaluate import evaluator as ev_mod
+    from cuda_agent.evaluate import memory
+    from cuda_agent.evaluate.locks import MemoryLedger
+    from cuda_agent.evaluate.result import EvalResult
+
+    gib = 1 << 30
+    ledger = MemoryLedger(tmp_path / "ledger.json", 10 * gib)
+    released, started, holds = threading.Event(), [], []
+    needs = iter([0, 19 * gib // 2 if measured_by_first_try else 0])
+
+    def teardown():
+        with ledger.hold(gib):
+            time.sleep(0.5)
+            released.set()
+
+    real_hold = ledger.hold
+    monkeypatch.setattr(ledger, "hold", lambda need: holds.append(need) or real_hold(need))
+
+    class Fake:
+        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False, memory=None):
+            self.memory = memory
+
+        def run(self):
+            res = EvalResult(task="t", candidate="c")
+            if not started:
+                with self.memory():
+                    threading.Thread(target=teardown).start()
+                    time.sleep(0.1)
+                    started.append(time.monotonic())
+                res.add(Code.OUT_OF_MEMORY, "the judge failed: CUDA out of memory")
+                return res
+            with self.memory():
+                started.append(released.is_set())
+            res.correct = True
+            return res
+
+    monkeypatch.setattr(ev_mod, "Evaluation", Fake)
+    monkeypatch.setattr(memory, "need", lambda *a, **k: next(needs))
+    with Evaluator(_cfg(tmp_path), jobs=2, warm=0) as ev:
+        ev._ledgers[None] = ledger
+        [out] = ev.map([(types.SimpleNamespace(source="class Model: pass\n"), "c")])
+    assert out.correct and ev.reruns == 1
+    assert started[1] is True  # the second try waited for the 1 GiB still held
+    assert holds[0] == 0 and holds[-1] == (19 * gib // 2 if measured_by_first_try else 10 * gib + 1)
+
+
 def test_a_task_beyond_the_memory_budget_runs_with_the_warm_pool_emptied(tmp_path, monkeypatch):
     """The budget is what the GPU has beside the warm pool's processes (each a CUDA context): a task
     that needs more runs with the idle spares and kept judges closed, their processes gone, and
