@@ -167,3 +167,12 @@ def test_each_cuda_candidate_passes(name, form, cache_dir):
     assert not res.failures, _explain(res)
     if name == "fused_bias_chain":  # one fused kernel against eager's four
         assert res.speedup_eager is not None and res.speedup_eager > 1.0, res.times_ms
+    # the speed of light: counted exactly, the GPU's peaks (its datasheet's where known), and a
+    # fraction a real kernel can reach (above 1 only by a miscount)
+    sol = res.sol
+    assert sol["exact"] is True and sol["bound"] in ("memory", "compute"), sol
+    assert 0 < sol["fraction"] <= 1.0, sol
+    if any(gpu in str(res.device.get("name")) for gpu in ("H100", "H200", "A100")):
+        assert sol["peaks"]["source"].startswith("datasheet"), sol["peaks"]
+    if name == "elementwise":  # x in, y out: 2048 x 2048 float32 each, nothing else to move
+        assert sol["bytes"] == 2 * 2048 * 2048 * 4 and sol["bound"] == "memory", sol

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from cuda_agent import pyparse
 from cuda_agent.bench.solutions import KB_RUN_FILE, Found, Solution
 from cuda_agent.errors import UsageError
 from cuda_agent.errors import TaskError
@@ -316,26 +317,6 @@ def _normalized(source: str) -> str | None:
     return ast.unparse(tree)
 
 
-_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-        ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a ** b}
-
-
-def _value(node: ast.AST, known: dict[str, Any]) -> Any:
-    """A size's value: literals, the sizes defined before it, and arithmetic on them (`2048 * 2`)."""
-    if isinstance(node, ast.Name) and node.id in known:
-        return known[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _value(node.left, known), _value(node.right, known)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not (isinstance(node.op, ast.Pow) and b > 64):
-            return _OPS[type(node.op)](a, b)
-        raise ValueError("not a size")
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_value(node.operand, known)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return tuple(_value(e, known) for e in node.elts)
-    return ast.literal_eval(node)
-
-
 def _sizes(source: str) -> dict[str, Any]:
     """The module-level constants (`batch_size = 16`, `N = 2048 * 2`): where a task keeps its sizes."""
     try:
@@ -345,10 +326,8 @@ def _sizes(source: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                out[node.targets[0].id] = _value(node.value, out)
-            except (ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
-                continue
+            if (v := pyparse.constant(node.value, out)) is not None:
+                out[node.targets[0].id] = v
     return out
 
 

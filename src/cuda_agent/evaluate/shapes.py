@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import operator
-from typing import Any
 
 from cuda_agent import pyparse
 
@@ -31,10 +29,6 @@ SCALES = (1.5, 0.5, 2.0, 0.25, 3.0, 0.125)
 ALIGNMENTS = (32, 16, 8)  # a constant that is a multiple of one of these stays one when scaled
 GROW_BYTES_FACTOR = 4  # a scaled input set may take at most this many times the task's inputs' bytes
 GROW_MAX_BYTES = 256 << 20  # ... and only where the task's inputs take at most this; else never more
-
-_OPS: dict[type, Any] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-                         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
@@ -76,23 +70,8 @@ def scaled(value: int, scale: float) -> int:
 
 def _eval(node: ast.expr, env: dict[str, int]) -> int | None:
     """An integer expression of literals and known constants, or None."""
-    if isinstance(node, ast.Constant):
-        v = node.value
-        return v if type(v) is int else None
-    if isinstance(node, ast.Name):
-        return env.get(node.id)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _eval(node.operand, env)
-        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _eval(node.left, env), _eval(node.right, env)
-        if a is None or b is None or (isinstance(node.op, ast.Pow) and not 0 <= b <= 64):
-            return None
-        try:
-            return _OPS[type(node.op)](a, b)
-        except ZeroDivisionError:
-            return None
-    return None
+    v = pyparse.constant(node, env)
+    return v if type(v) is int else None
 
 
 def _loads(node: ast.AST) -> set[str]:

@@ -10,7 +10,7 @@ call it at other sizes; under `--require-generalization` that is `shape_specific
 """
 # category: 10
 # task: relu_sized
-# devices: cpu
+# devices: cpu cuda
 # config: shapes=2 require_generalization=true
 # expect[strict]: shape_specific
 # expect[none]: shape_specific

@@ -5,7 +5,7 @@ loop bounds read from the tensors. Passes the shape trials it is evaluated with 
 # category: honest
 # kind: general_shapes
 # task: relu_sized
-# devices: cpu
+# devices: cpu cuda
 # config: shapes=2 require_generalization=true
 # expect[strict]: pass
 # expect[kernelbench]: pass
