@@ -206,23 +206,6 @@ class Evaluator(EvaluatorBase):
                 ledger.hold(need):
             yield
 
-    def _need(self, cfg: EvalConfig, task: Task, gpu: str | None) -> int:
-        """The task's memory need on GPU `gpu` (memory.need; 0 where the GPU has no ledger)."""
-        if self._ledgers[gpu] is None:
-            return 0
-        return memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task))
-
-    def _retry_need(self, cfg: EvalConfig, task: Task, gpu: str | None) -> int:
-        """The memory a second try alone is admitted with: the task's need read again (its first
-        try may have measured it), or, for a task still unmeasured (the first try failed before
-        the judge could say), more than the whole budget. A need of 0 would be admitted at once,
-        beside what other evaluations still hold (their processes exiting, unmeasured tasks'
-        first tries) and a warm pool's idle spares and kept judges; beyond the budget, the try
-        waits until nothing is promised, goes ahead of smaller jobs, and runs with the pool
-        emptied (`_memory`)."""
-        ledger = self._ledgers[gpu]
-        return 0 if ledger is None else self._need(cfg, task, gpu) or ledger.budget + 1
-
     def _run(self, task: Task, candidate: Candidate, config: EvalConfig | None) -> EvalResult:
         cfg = dataclasses.replace(config or self.config, device=self.device)
         with self._lock:
@@ -230,7 +213,7 @@ class Evaluator(EvaluatorBase):
             self._busy[gpu] += 1
         gate = self._gates[gpu]
         ledger = self._ledgers[gpu]
-        need = self._need(cfg, task, gpu)
+        need = memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task)) if ledger is not None else 0
 
         @contextlib.contextmanager
         def admit():
@@ -252,12 +235,15 @@ class Evaluator(EvaluatorBase):
                     waited += time.monotonic() - t0
                     with self._lock:
                         self.reruns += 1
-                    # alone in the gate, and alone in memory too: the task's need waits for what
-                    # evaluations that finished (the first try among them) still hold while their
-                    # processes exit
-                    again = self._retry_need(cfg, task, gpu)
+                    # alone in the gate, and alone in memory too: more than the whole budget, so
+                    # it waits for what evaluations that finished (the first try among them) still
+                    # hold while their processes exit, goes before smaller jobs, and runs with the
+                    # warm pool's spares and kept judges closed. Not the task's need: that is 0
+                    # for a task not measured yet, and the model behind it (memory.need) is what
+                    # a try that ran short may have proved wrong.
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
-                                     memory=(lambda: self._memory(gpu, again)) if ledger is not None else None).run()
+                                     memory=(lambda: self._memory(gpu, ledger.budget + 1)) if ledger is not None
+                                     else None).run()
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {short.gist()}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)

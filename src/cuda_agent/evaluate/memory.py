@@ -12,8 +12,8 @@ baseline runner: one call's inputs and output), plus a CUDA context per process,
 reference's working memory once for the judge and once for each baseline runner (eager and
 compile) when the baselines are measured: every process that ran the reference keeps that memory
 in its allocator's cache. A task not measured yet needs 0: it is admitted at once and measured by
-that evaluation; if that first try runs short beside others before it could measure, its second
-try, alone, holds the whole budget (`Evaluator._retry_need`).
+that evaluation. A second try alone, after a first that ran short, holds the whole budget whatever
+the need (`Evaluator`).
 
 That model misses what only the run shows: the allocator's cache kept across trials, a stress
 trial's second copy, fragmentation, a candidate's own workspace. So each evaluation that finishes
