@@ -25,6 +25,28 @@ def sandbox_unavailable() -> str | None:
         return box.isolation["unavailable"]
 
 
+_OPEN_BASE: list[Path] = []
+
+
+def pytest_configure(config):
+    """Run as root, sandboxes run as their own user (cuda_agent.sandbox), who must reach the folders
+    a test gives them; pytest's temporary root is 0700. The run gets a base folder every user may
+    enter instead (xdist's workers take theirs below the controller's)."""
+    if os.geteuid() != 0 or config.option.basetemp or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    base = Path(tempfile.mkdtemp(prefix="pytest-cuda-agent-"))
+    base.chmod(0o755)
+    _OPEN_BASE.append(base)
+    config.option.basetemp = str(base / "run")
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    for base in _OPEN_BASE:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _cuda() -> bool:
     try:
         import torch

