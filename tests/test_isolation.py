@@ -448,3 +448,8 @@ def test_a_folder_the_sandbox_user_cannot_reach_is_an_error_that_names_it(open_t
     sup = sandbox.Support("/bin/bwrap", "bubblewrap 0.11.0", uid, None, None, None)
     with pytest.raises(sandbox.SandboxError, match=f"cannot enter {private}.*o\\+x"):
         sandbox.start(sandbox.Spec(writable=[str(private / "work")]), ["true"], sup)
+    # a caller's sandbox there runs as the caller; a folder of the caller's own, 0700 as mkdtemp
+    # makes them, is handed over to the sandbox's user: only the way to it counts
+    assert sandbox.reaching(sup, [private / "work"], "the test").uid is None
+    mine = Path(tempfile.mkdtemp(dir=open_tmp))
+    assert sandbox.reaching(sup, [mine], "the test").uid == uid
