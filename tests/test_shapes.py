@@ -222,3 +222,26 @@ def test_shape_trials_are_configured_with_care():
     with pytest.raises(ValueError, match="require_generalization needs shape trials"):
         EvalConfig(require_generalization=True)
     assert EvalConfig().shapes == 0  # off by default: KernelBench's contract fixes the shapes
+
+
+def test_a_size_set_whose_tensors_pass_2_pow_31_elements_is_skipped_not_held_against_the_kernel(tmp_path, monkeypatch):
+    """Scaling up may push a tensor past 2^31 elements where the task's stay below (a 32768^2
+    product's output at 1.5x): there 32-bit index arithmetic, exact at the task's sizes and what fast
+    kernels use, overflows. Such a set is skipped with why, not counted as the kernel's failure.
+    (The bound is lowered here: the judge compares against it, and 2^31 floats do not fit a test.)"""
+    from cuda_agent.evaluate.worker import judge as judge_mod
+
+    task = Path(__file__).parent / "adversarial" / "tasks" / "relu_sized.py"
+    judge = judge_mod.Judge()
+    judge.cmd_setup(task_source=task.read_text(), origin="relu_sized.py", device="cpu", init_seed=1,
+                    weights_seed=2, shm_dir=str(tmp_path), touch="bf16")
+    judge.cmd_prepare([{"trial": "c0", "seed": 3, "stress": None, "fill": None}])
+    assert judge.base_numel == 16 * 256
+    monkeypatch.setattr(judge_mod, "INT32_ELEMENTS", 20 * 256)  # between the task's 16 rows and 24
+    sized = {"max_in_bytes": 1 << 30, "grows": True}
+    up = judge.cmd_prepare([{"trial": "g0", "seed": 4, "stress": None, "fill": None}],
+                           sizes={**sized, "set": {"batch_size": 24}})["items"][0]
+    assert up["skip"] and "past 2^31" in up["why"] and "g0" not in judge.trials
+    down = judge.cmd_prepare([{"trial": "g1", "seed": 5, "stress": None, "fill": None}],
+                             sizes={**sized, "set": {"batch_size": 8}})["items"][0]
+    assert not down["skip"] and "g1" in judge.trials

@@ -20,7 +20,9 @@ def shape_trials(ev: "Evaluation") -> None:
     """Shape trials (`EvalConfig.shapes`, shapes.py): a correct candidate called on inputs of
     other sizes, the task's size constants scaled, one trial per size set, judged as the
     correctness trials are. Sizes the task cannot take (the reference fails or is not finite,
-    the inputs would exceed the memory bound) are skipped, not held against the candidate; its
+    the inputs would exceed the memory bound) and sizes that push a tensor past 2^31 elements
+    where the task's stay below (32-bit indexing: Judge._past_32_bit) are skipped, not held
+    against the candidate; its
     own failure there (an exception, a crash, a wrong answer) means it does not generalise,
     which fails the evaluation only under `require_generalization` (KernelBench's contract
     fixes the shapes)."""

@@ -22,6 +22,8 @@ from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothin
                                                timed_call, timer_for, trace)
 from cuda_agent.evaluate.worker.work import counted
 
+INT32_ELEMENTS = 1 << 31  # shape trials stop short of tensors this large (Judge._past_32_bit)
+
 
 def _nbytes(*values: Any, on: str | None = None) -> int:
     """Bytes of the tensors in `values` (only of those on a device of type `on`, where given)."""
@@ -47,6 +49,7 @@ class Judge:
         self.slots: dict[str, Any] = {}  # the candidate's input buffers, by spec
         self.ref_ms: float | None = None
         self.base_shapes: list[tuple[int, ...]] | None = None  # the input tensors' shapes at the task's sizes
+        self.base_numel = 0  # the most elements of one input or output tensor at the task's sizes
         self.ref_work = 0  # the reference's device memory beyond its inputs and output, at its peak
         self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (worker/work.py), counted once
         self.reserved_peak = 0  # torch's reserved device memory at its peak this evaluation (serve's `memory`)
@@ -76,7 +79,7 @@ class Judge:
             self.__dict__.pop(name, None)
         self.trials, self.slots, self.ref_ms, self.ref_work, self.reserved_peak = {}, {}, None, 0, 0
         self.work = None
-        self.base_shapes = None
+        self.base_shapes, self.base_numel = None, 0
         sys.modules.pop("cuda_agent_task", None)
         why: list[str] = []
         try:
@@ -291,10 +294,30 @@ class Judge:
                                               finite=True))
                 except Failure as f:  # the reference cannot take these sizes: not the candidate's failure
                     done.append({"skip": True, "why": f.message[-2000:]})
+                    continue
+                if (why := self._past_32_bit(it["trial"])) is not None:
+                    self.trials.pop(it["trial"], None)
+                    done[-1] = {"skip": True, "why": why}
             return done
         finally:
             for k, v in old.items():
                 setattr(task, k, v)
+
+    def _past_32_bit(self, trial: str) -> str | None:
+        """Why a shape trial's tensors are not a fair test: one of them has 2^31 elements or more
+        where the task's largest has fewer. Below that count, 32-bit index arithmetic is exact, and
+        it is what fast kernels use there (PyTorch's own pick it wherever it fits); a kernel that
+        overflows past it was not fitted to the task's sizes. None: a fair trial."""
+        from cuda_agent.evaluate.transport import tensors_of
+
+        t = self.trials.get(trial)
+        if t is None or self.base_numel >= INT32_ELEMENTS:
+            return None
+        most = max((x.numel() for x in [*tensors_of(t["inputs"]), *tensors_of(t["ref"])]), default=0)
+        if most < INT32_ELEMENTS:
+            return None
+        return (f"a tensor of {most} elements at these sizes (the task's largest has {self.base_numel}): past "
+                f"2^31, where 32-bit indexing, exact at the task's sizes, overflows; not tried")
 
     def _sized_unfit(self, sizes: dict[str, Any]) -> str | None:
         """Why the task's inputs at these sizes are not tried before any is made: over the memory
@@ -356,7 +379,8 @@ class Judge:
 
         try:
             inputs = self._inputs(seed)
-            if self.base_shapes is None:  # the task's own sizes (the first trial's)
+            first = self.base_shapes is None  # the task's own sizes (the first trial's)
+            if first:
                 self.base_shapes = [tuple(t.shape) for t in tensors_of(inputs)]
             if stress is not None:
                 inputs = [stress_input(x, stress) for x in inputs]
@@ -370,6 +394,8 @@ class Judge:
                     t0 = time.perf_counter()
                     ref = self._reference(inputs)
                     self.ref_ms = (time.perf_counter() - t0) * 1e3
+            if first:
+                self.base_numel = max((t.numel() for t in [*tensors_of(inputs), *tensors_of(ref)]), default=0)
             self.timer.sync(spin=False)
         except Exception as exc:
             raise Failure(Code.REFERENCE_ERROR, f"the reference Model failed on its inputs:\n{trace(exc)}")
