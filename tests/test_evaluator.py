@@ -459,51 +459,6 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
     assert [n for c, n in gates if c == "oom"][-1] == 1  # the second run had the device to itself
 
 
-def test_the_second_try_alone_waits_for_memory_still_held_by_finished_evaluations(tmp_path, monkeypatch):
-    """The gate lets the second try in once no evaluation uses the GPU, but processes of finished
-    ones (its own first try's among them) hold their memory until they exit: the second try waits,
-    through the ledger, until the task's need fits."""
-    from cuda_agent.evaluate import evaluator as ev_mod
-    from cuda_agent.evaluate import memory
-    from cuda_agent.evaluate.locks import MemoryLedger
-    from cuda_agent.evaluate.result import EvalResult
-
-    gib = 1 << 30
-    ledger = MemoryLedger(tmp_path / "ledger.json", 10 * gib)
-    released, started = threading.Event(), []
-
-    def teardown():  # a finished evaluation's processes exiting in the background, 6 GiB held meanwhile
-        with ledger.hold(6 * gib):
-            time.sleep(0.5)
-            released.set()
-
-    class Fake:
-        def __init__(self, task, cand, cfg, pool, gpu, background_teardown=False, memory=None):
-            self.memory = memory
-
-        def run(self):
-            res = EvalResult(task="t", candidate="c")
-            if not started:
-                threading.Thread(target=teardown).start()
-                time.sleep(0.1)  # (its promise is made)
-                started.append(time.monotonic())
-                res.add(Code.OUT_OF_MEMORY, "the judge failed: CUDA out of memory")
-                return res
-            assert self.memory is not None
-            with self.memory():
-                started.append(released.is_set())
-            res.correct = True
-            return res
-
-    monkeypatch.setattr(ev_mod, "Evaluation", Fake)
-    monkeypatch.setattr(memory, "need", lambda *a, **k: 5 * gib)
-    with Evaluator(_cfg(tmp_path), jobs=2, warm=0) as ev:
-        ev._ledgers[None] = ledger
-        [out] = ev.map([(types.SimpleNamespace(source="class Model: pass\n"), "c")])
-    assert out.correct and ev.reruns == 1
-    assert started[1] is True  # 6 + 5 GiB did not fit in 10: it waited for the teardown's memory
-
-
 @pytest.mark.parametrize("measured_by_first_try", [False, True])
 def test_a_second_try_holds_more_than_the_whole_memory_budget(tmp_path, monkeypatch, measured_by_first_try):
     """A task whose need is unknown is admitted at once (need 0). If it runs short beside others,
