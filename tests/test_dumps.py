@@ -83,6 +83,20 @@ def test_the_leaderboards_rows_count_problems_from_zero_and_split_by_model(tmp_p
     assert sorted(runs) == ["claude-3.5-sonnet", "gpt-o1"] and len(runs["gpt-o1"]) == 3
 
 
+def test_the_leaderboards_published_columns_say_eager_speedup_and_correct(tmp_path):
+    """The published raw_data.json has no correctness column (it lists only kernels its evaluation
+    found correct) and two speedups: over eager (`torch_speedup`) and over torch.compile. The
+    claimed speedup is eager's, whichever column comes first."""
+    row = {"problem_id": 18, "code": kernel("ds"), "torch_compile_speedup": 0.4, "torch_speedup": 1.6,
+           "baseline_torch_time": 0.02, "baseline_torch_compile_time": 0.05, "kernel_eval_time": 0.0125,
+           "level": 1, "model": "deepseek", "display_name": "deepseek-coder", "file": "0e9b"}
+    dump = tmp_path / "raw_data.json"
+    dump.write_text(json.dumps([row]))
+    [entry], shapes = read_dump(dump)
+    assert shapes[str(dump)] == "KernelBench leaderboard" and (entry.level, entry.problem) == (1, 19)
+    assert entry.claimed == {"correct": True, "speedup": 1.6, "torch_speedup": 1.6, "torch_compile_speedup": 0.4}
+
+
 def test_any_table_through_columns_parquet_included(tmp_path):
     from cuda_agent.parquet import write_rows
 
