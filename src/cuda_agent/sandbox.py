@@ -229,14 +229,14 @@ def unreachable(path: str | os.PathLike, uid: int) -> str | None:
 def reaching(sup: Support, folders: list[str | os.PathLike], what: str) -> Support:
     """`sup`, or where its own user (`Support.uid`) cannot reach one of `folders` (an agent's
     workspace in root's 0700 home, say), `sup` running as the caller instead (in a user namespace,
-    without capabilities; `record` says so), with a warning on stderr once per folder. The folders
+    without capabilities; `record` says so), with a warning on stderr once per folder in the way. The folders
     themselves are handed over to that user (`hand_over`): what it must enter is the way to them."""
     if sup.uid is None:
         return sup
     for folder in folders:
         if (shut := unreachable(Path(os.path.realpath(folder)).parent, sup.uid)) is not None:
-            if str(folder) not in _WARNED_REACH:
-                _WARNED_REACH.add(str(folder))
+            if shut not in _WARNED_REACH:  # (once per folder in the way: work folders are many)
+                _WARNED_REACH.add(shut)
                 print(f"cuda-agent: warning: {what} runs as your user in its sandbox, not as uid {sup.uid}: that "
                       f"user cannot enter {shut} (above {folder}); a folder every user may enter (mode o+x "
                       f"on the folders above it) keeps it", file=sys.stderr)
