@@ -436,6 +436,16 @@ def test_a_cache_the_sandbox_user_cannot_enter_has_its_views_moved_where_it_can(
     # a reachable cache keeps its folders
     open_cache = open_tmp / "open" / "cache"
     assert isolate.cache_views(open_cache, uid) and not (open_cache / "builds").is_symlink()
+    # a views folder someone else made first (VIEWS_PARENT is writable by all) is not used
+    other = open_tmp / "home2"
+    (other / "cache").mkdir(parents=True)
+    other.chmod(0o700)
+    taken = Path(isolate.VIEWS_PARENT) / f"cuda-agent-views-{os.geteuid()}" / \
+        hashlib.sha256(str((other / "cache").resolve()).encode()).hexdigest()[:16]
+    taken.mkdir()
+    os.chown(taken, uid, uid)
+    isolate.cache_views(other / "cache", uid)
+    assert not (other / "cache" / "builds").is_symlink()
 
 
 def test_a_folder_the_sandbox_user_cannot_reach_is_an_error_that_names_it(open_tmp):

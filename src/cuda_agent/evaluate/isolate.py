@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,9 @@ def _move_views(cache_dir: str, uid: int) -> None:
     home = parent / digest
     home.mkdir(parents=True, exist_ok=True)
     for d in (parent, home):
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return  # made by someone else in a folder all may write: not ours to build in
         os.chmod(d, 0o755)
     if sandbox.unreachable(home, uid) is not None:
         return  # nowhere better: starting a sandbox says what it cannot reach
