@@ -1,4 +1,4 @@
-"""The reference's weights (evaluate/weights.py) and the stress inputs (worker/judge.py, `stress_input`): re-drawn
+"""The reference's weights (evaluate/weights.py) and the stress inputs (worker/stress.py, `stress_input`): re-drawn
 learned state that a kernel cannot ignore, matched into ModelNew by name or by value, and stress
 trials that keep the structure of get_inputs(). Unit tests of the functions, then evaluations on the
 CPU backend through real worker processes."""
@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
 from cuda_agent.evaluate import weights
-from cuda_agent.evaluate.worker.judge import stress_input
+from cuda_agent.evaluate.worker.stress import stress_input
 from cuda_agent.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
