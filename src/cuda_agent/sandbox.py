@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import dataclasses
 import fcntl
 import functools
 import glob
@@ -40,7 +41,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,17 +267,11 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
         for node in _gpu_nodes():
             a += ["--dev-bind", node, node]
     # Mounts from the outermost in (a parent before what lies under it), tmpfs before binds at a depth.
-    hidden = ["/tmp", "/var/tmp", "/dev/shm", *spec.hidden]
-    ops = [(d, 0, ["--tmpfs", d]) for d in hidden]
-    covered = hidden + [dest for _, dest in spec.mapped]
-    readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)]
-    readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
+    ops = [(d, 0, ["--tmpfs", d]) for d in _hidden(spec)]
     # (sources resolved here: bwrap resolves them as the sandbox's user, who may not enter a
     # folder on the way that the caller may, where a view's folder is a link to one it can:
     # isolate.cache_views)
-    ops += [(p, 1, ["--ro-bind", os.path.realpath(p), p]) for p in readable]
-    ops += [(p, 1, ["--bind", os.path.realpath(p), p]) for p in spec.writable]
-    ops += [(dest, 1, ["--bind", os.path.realpath(src), dest]) for src, dest in spec.mapped]
+    ops += [(dest, 1, [flag, os.path.realpath(src), dest]) for flag, src, dest in _binds(spec)]
     for _, _, op in sorted(ops, key=lambda o: (o[0].rstrip("/").count("/"), o[1])):
         a += op
     if spec.cwd:
@@ -296,6 +290,20 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
             a.append(f"--nproc={lim.pids * 4}")
         a.append("--")
     return a + list(argv)
+
+
+def _hidden(spec: Spec) -> list[str]:
+    return ["/tmp", "/var/tmp", "/dev/shm", *spec.hidden]
+
+
+def _binds(spec: Spec) -> list[tuple[str, str, str]]:
+    """(bwrap's flag, source, destination) of each folder bound into the sandbox: what its own
+    folders are, and what it must read that a hidden folder covers (the rest it sees through `/`)."""
+    covered = _hidden(spec) + [dest for _, dest in spec.mapped]
+    readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)]
+    readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
+    return ([("--bind", p, p) for p in spec.writable] + [("--bind", src, dest) for src, dest in spec.mapped]
+            + [("--ro-bind", p, p) for p in readable])
 
 
 def _under(path: str, folders: list[str]) -> bool:
@@ -319,7 +327,7 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
     dies with this process (bwrap's --die-with-parent)."""
     spec = spec.with_defaults()
     if sup.uid is not None:
-        for src in [*spec.writable, *(src for src, _ in spec.mapped), *spec.readable]:
+        for _, src, _ in _binds(spec):
             if (shut := unreachable(src, sup.uid)) is not None:
                 raise SandboxError(
                     f"the sandbox's user (uid {sup.uid}) cannot enter {shut}, so it cannot be given {src}: put "
