@@ -120,8 +120,13 @@ def test_a_wrong_kernel_that_patches_the_installed_comparison_stays_wrong(world)
     assert "Read-only file system" in output(res) or "Permission denied" in output(res)
 
 
-def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world):
+@pytest.mark.parametrize("script_in", [None, "home", "/tmp"])
+def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world, monkeypatch, script_in):
+    """Also where the caller's script lies in the home folder or /tmp, which puts that folder on
+    sys.path (what the sandbox binds back for Python to read)."""
     cache, home = world["cache"], world["home"]
+    if script_in:
+        monkeypatch.syspath_prepend(str(home) if script_in == "home" else script_in)
     res = run(world, candidate(f'''
         for p in [{str(cache / "baselines" / ".secret")!r}, {str(home / ".ssh" / "id_ed25519")!r}]:
             try:
@@ -258,7 +263,7 @@ def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
             f.seek(100 << 30)
             f.write(b"x")
         '''))
-    assert res.correct and "File too large" in output(res)
+    assert res.correct and "File too large" in output(res), (res.reasons, output(res)[-2000:])
 
 
 def test_filling_the_disk_ends_the_evaluation_at_the_sandboxs_limit(world, monkeypatch):
@@ -448,6 +453,24 @@ def test_a_cache_the_sandbox_user_cannot_enter_has_its_views_moved_where_it_can(
     os.chown(taken, uid, uid)
     isolate.cache_views(other / "cache", uid)
     assert not (other / "cache" / "builds").is_symlink()
+
+
+def test_a_sandbox_bwrap_cannot_make_is_an_error_with_bwraps_message(tmp_path):
+    """Where bwrap exits before its sandbox begins (here a stand-in that fails as bwrap does), the
+    start raises bwrap's own message, not a broken pipe."""
+
+    class Joined:  # a cgroup the sandbox joins (the start then waits on bwrap's report)
+        dirs = [tmp_path]
+
+        def add(self, pid):
+            pass
+
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho \"bwrap: Can't mount tmpfs on /newroot/tmp: Operation not permitted\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    sup = sandbox.Support(str(fake), "bubblewrap 0.11.0", None, "v2", None, None)
+    with pytest.raises(sandbox.SandboxError, match="bwrap could not make the sandbox .exit status 1.: bwrap: Can't mount"):
+        sandbox.start(sandbox.Spec(), ["true"], sup, Joined(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def test_a_folder_the_sandbox_user_cannot_reach_is_an_error_that_names_it(open_tmp):

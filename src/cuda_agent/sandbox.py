@@ -300,7 +300,10 @@ def _binds(spec: Spec) -> list[tuple[str, str, str]]:
     """(bwrap's flag, source, destination) of each folder bound into the sandbox: what its own
     folders are, and what it must read that a hidden folder covers (the rest it sees through `/`)."""
     covered = _hidden(spec) + [dest for _, dest in spec.mapped]
-    readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)]
+    # (a path that holds a hidden folder is never bound back: a script run from /tmp or the home
+    # folder puts that folder on sys.path, and binding it would show the sandbox what it hides)
+    readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)
+                and not any(_under(h, [p]) for h in _hidden(spec))]
     readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
     return ([("--bind", p, p) for p in spec.writable] + [("--bind", src, dest) for src, dest in spec.mapped]
             + [("--ro-bind", p, p) for p in readable])
@@ -348,10 +351,25 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
         if pid := _child_pid(info):
             cgroup.add(pid)
         os.write(block_w, b"x")
+    except BrokenPipeError:  # bwrap ended before its sandbox began
+        raise SandboxError(_failed(proc)) from None
     finally:
         os.close(info_r)
         os.close(block_w)
     return proc
+
+
+def _failed(proc: subprocess.Popen) -> str:
+    """What to say when bwrap exits before its command starts: its own message where it can be read."""
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    said: str | bytes = proc.stderr.read(4096) if proc.stderr is not None else ""
+    said = said.decode(errors="replace") if isinstance(said, bytes) else said
+    return (f"bwrap could not make the sandbox (exit status {proc.returncode}): "
+            f"{said.strip() or 'its message is in the output log'}")
 
 
 def _read_all(fd: int) -> bytes:
