@@ -85,6 +85,8 @@ def world(tmp_path, monkeypatch):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("HOME-SECRET-" + uuid.uuid4().hex)
+    (home / "project").mkdir()  # a project of the caller's, with its keys
+    (home / "project" / ".env").write_text("API_KEY=HOME-SECRET-" + uuid.uuid4().hex)
     cache = tmp_path / "cache"
     (cache / "baselines").mkdir(parents=True)
     (cache / "baselines" / ".secret").write_text("CACHE-SECRET-" + uuid.uuid4().hex)
@@ -120,15 +122,19 @@ def test_a_wrong_kernel_that_patches_the_installed_comparison_stays_wrong(world)
     assert "Read-only file system" in output(res) or "Permission denied" in output(res)
 
 
-@pytest.mark.parametrize("script_in", [None, "home", "/tmp"])
+@pytest.mark.parametrize("script_in", [None, "home", "/tmp", "project"])
 def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world, monkeypatch, script_in):
-    """Also where the caller's script lies in the home folder or /tmp, which puts that folder on
-    sys.path (what the sandbox binds back for Python to read)."""
+    """Also where the caller's script lies in the home folder, /tmp or a project folder in the home
+    folder, which puts that folder on sys.path (what the sandbox binds back for Python to read)."""
     cache, home = world["cache"], world["home"]
+    project = home / "project"
     if script_in:
-        monkeypatch.syspath_prepend(str(home) if script_in == "home" else script_in)
+        folder = {"home": str(home), "/tmp": "/tmp", "project": str(project)}[script_in]
+        monkeypatch.syspath_prepend(folder)
+        monkeypatch.chdir(folder)
     res = run(world, candidate(f'''
-        for p in [{str(cache / "baselines" / ".secret")!r}, {str(home / ".ssh" / "id_ed25519")!r}]:
+        for p in [{str(cache / "baselines" / ".secret")!r}, {str(home / ".ssh" / "id_ed25519")!r},
+                  {str(project / ".env")!r}]:
             try:
                 print("READ", open(p).read())
             except OSError as exc:
@@ -253,7 +259,7 @@ def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
                 os._exit(0)
             kids.append(pid)
         '''), timeout_s=60)
-    assert not res.correct or "attempt failed" in output(res)
+    assert not res.correct or "attempt failed" in output(res), res.reasons
     if sandbox.support().cgroup:  # the limit is the sandbox's process count: the verdict names it
         assert "pids" in res.isolation["limits_hit"] and "limit_exceeded" in [r.code.value for r in res.reasons]
     res = run(world, candidate('''
@@ -263,7 +269,7 @@ def test_a_fork_storm_and_a_huge_file_end_the_evaluation_not_the_machine(world):
             f.seek(100 << 30)
             f.write(b"x")
         '''))
-    assert res.correct and "File too large" in output(res), (res.reasons, output(res)[-2000:])
+    assert res.correct and "File too large" in output(res), (sandbox.support(), res.reasons, output(res)[-2000:])
 
 
 def test_filling_the_disk_ends_the_evaluation_at_the_sandboxs_limit(world, monkeypatch):

@@ -106,11 +106,22 @@ def default_hidden() -> list[str]:
 
 
 def default_readable() -> list[str]:
-    """What Python code in a sandbox must read: the interpreter's installation, every folder on
-    sys.path, and this package (bound back where a hidden folder covers them)."""
-    paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             str(Path(__file__).resolve().parents[1])]
-    paths += [p for p in sys.path if p and os.path.isdir(p)]
+    """What Python code in a sandbox must read: the interpreter's installation, the folders on
+    sys.path, and this package (bound back where a hidden folder covers them). Not the folder of
+    the caller's script or its working folder, which Python puts on sys.path too: a sandbox's
+    Python does not import from them (its PYTHONPATH is the package's and the caller's), and one
+    in the home folder would show the candidate the caller's project files."""
+    package = str(Path(__file__).resolve().parents[1])
+    paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), package]
+    asked = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    try:
+        launch = {os.path.realpath(os.getcwd())}
+    except OSError:  # (a working folder removed meanwhile)
+        launch = set()
+    if sys.argv and sys.argv[0] and os.path.isfile(sys.argv[0]):
+        launch.add(os.path.dirname(os.path.realpath(sys.argv[0])))
+    paths += [p for p in sys.path if p and os.path.isdir(p)
+              and (os.path.realpath(p) not in launch or os.path.realpath(p) in asked)]
     for p in list(paths):
         real = os.path.realpath(p)
         if real != p:
