@@ -494,3 +494,41 @@ def test_a_folder_the_sandbox_user_cannot_reach_is_an_error_that_names_it(open_t
     assert sandbox.reaching(sup, [private / "work"], "the test").uid is None
     mine = Path(tempfile.mkdtemp(dir=open_tmp))
     assert sandbox.reaching(sup, [mine], "the test").uid == uid
+
+
+def test_a_build_that_reads_the_candidates_folder_unnamed_is_not_shared(world):
+    """A build's key is its inputs; one whose ninja file reads the candidate's folder without
+    naming it (a glob) would publish, under inputs another candidate may send too, what the first
+    candidate's files made. The folder is in a build's view only where its inputs name it."""
+    def builder(tag):
+        return candidate(f'''
+            # {tag}
+            import glob
+            from cuda_agent.evaluate.worker import serve
+            d = "/tmp/cuda-agent-builds/globbed"
+            os.makedirs(d, exist_ok=True)
+            with open(d + "/build.ninja", "w") as f:
+                f.write("rule grab\\n  command = cat /tmp/cuda-agent-eval-*/stage/*.py > $out\\nbuild out.so: grab\\n")
+            print("BUILD", serve.request("ninja", dir=d))
+            with open(d + "/out.so") as f:
+                print("TAGS", sorted(set(t for t in ("TAG-A", "TAG-B") if t in f.read())))
+            ''')
+    a = run(world, builder("TAG-A"))
+    assert "TAG-A" not in output(a).split("TAGS", 1)[-1], output(a)  # (its own folder is not in view either)
+    b = run(world, builder("TAG-B"))
+    assert "TAG-A" not in output(b).split("TAGS", 1)[-1], output(b)
+
+
+def test_load_builds_sources_from_the_candidates_own_folder(world):
+    """The honest case beside the one above: `load` of a source file in the candidate's folder
+    names it in the ninja file, so that build sees the folder."""
+    res = run(world, candidate('''
+        from torch.utils.cpp_extension import load
+        with open("plus.cpp", "w") as f:
+            f.write("#include <pybind11/pybind11.h>\\n"  # (not torch's headers: a quicker build)
+                    "int plus(int x) { return x + 1; }\\n"
+                    "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\\"plus\\", &plus); }\\n")
+        ext = load("staged_plus", sources=[os.path.abspath("plus.cpp")])
+        print("PLUS", ext.plus(41))
+        '''))
+    assert res.correct and "PLUS 42" in output(res), (res.reasons, output(res)[-3000:])

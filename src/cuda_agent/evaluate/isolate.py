@@ -21,8 +21,8 @@ instead (`worker.serve.request`, answered by `Builds.handle` during the `load` c
   own compiler in a sandbox whose only writable folder is the header's, and published under the
   digest the harness computes (`inline_build.flags_digest`).
 
-A key covers everything a build reads that could differ between two candidates: a build that reads
-a path of the candidate's own folder names it in its sources or ninja file, and that path is unique
+A key covers everything a build reads that could differ between two candidates: the candidate's own
+folder is in a build's view only where its sources or ninja file name it, and that path is unique
 to one sandbox, so such a key is never found by another candidate.
 """
 
@@ -378,9 +378,13 @@ class Builds:
             for name, data in inputs.items():
                 (staging / name).write_bytes(data)
             sandbox.hand_over(staging, self.box.sup)
-            # The candidate's folder is readable (`load` compiles its staged files): a build that reads
-            # it names its path, which is this sandbox's alone, so its key is never another's.
-            spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),), uid=self.box.sup.uid)
+            # The candidate's folder is readable where the inputs name it (`load` compiles its staged
+            # files): its path is this sandbox's alone, so such a key is never another's. Unnamed
+            # (a glob in the ninja file), it would make another candidate's files the output of
+            # inputs that candidate may send too: it is not in view.
+            named = any(self.box.work.name.encode() in data for data in inputs.values())
+            spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),) if named else (),
+                              uid=self.box.sup.uid)
             argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
             code, log = run(spec, argv, self.box.sup, self.timeout_s,
                             env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
