@@ -1,7 +1,8 @@
 """Escape: candidate code that reaches outside its own process (DESIGN section 3, category 14). Each
 candidate below tries one way out: the evaluator's installed package, its cache and the baselines'
-secret, the home folder, the network, a process that outlives its evaluation, a fork storm, a huge
-file, a compile that includes a file outside its folder, and the agent's `model_new.py` printing a
+secret, the home folder, the network, the machine's service sockets, a process that outlives its
+evaluation, a fork storm, a huge file, a compile that includes a file outside its folder, a build
+that reads the candidate's folder for a later candidate, and the agent's `model_new.py` printing a
 file through the workspace's verify. Every one must fail with nothing changed outside the
 candidate's folder, and with the verdict the kernel deserves: a wrong kernel stays -1, an honest
 kernel that merely tried stays correct.
@@ -177,6 +178,30 @@ def test_no_network_not_even_the_loopback(world):
         server.close()
     assert not accepted
     assert res.correct and "attempt failed" in output(res)
+
+
+@pytest.mark.skipif(not os.access("/run", os.W_OK), reason="needs a folder of its own under /run (root)")
+def test_no_service_socket_of_the_machine_not_even_through_a_read_only_mount(world):
+    """A Unix socket is connected to through a read-only mount and from another network
+    namespace; the machine's services keep theirs under /run (Docker's answers root, whose uid a
+    root caller's sandbox keeps). A root-only one here: the candidate must not reach it."""
+    folder = Path(tempfile.mkdtemp(prefix="cuda-agent-test-", dir="/run"))
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "service.sock"))
+    server.listen()
+    served = []
+    threading.Thread(target=lambda: served.append(server.accept()), daemon=True).start()
+    try:
+        res = run(world, candidate(f'''
+            s = socket.socket(socket.AF_UNIX)
+            s.connect({str(folder / "service.sock")!r})
+            print("CONNECTED")
+            '''))
+        assert res.correct and "CONNECTED" not in output(res) and "attempt failed" in output(res), output(res)
+        assert not served
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_detached_process_dies_with_its_evaluation(world):

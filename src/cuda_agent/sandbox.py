@@ -95,13 +95,16 @@ def _unique(paths: list[str]) -> list[str]:
 
 
 def default_hidden() -> list[str]:
-    """Folders no sandbox sees: the home folders and the per-user runtime folder (sockets, keys)."""
+    """Folders no sandbox sees: the home folders and the runtime folders. /run holds the
+    machine's services' sockets (Docker's, D-Bus's, munge's), which a process connects to through
+    a read-only mount and across network namespaces, and which answer root, whose uid a root
+    caller's sandbox keeps; the per-user runtime folder holds the user's."""
     out = [str(Path.home()), "/root", "/home"]
     if os.environ.get("HOME"):
         out.append(os.environ["HOME"])
     if os.environ.get("XDG_RUNTIME_DIR"):
         out.append(os.environ["XDG_RUNTIME_DIR"])
-    out.append("/run/user")
+    out += ["/run"] + ([] if os.path.islink("/var/run") else ["/var/run"])
     return [p for p in _unique(out) if os.path.isdir(p) and p != "/"]
 
 
