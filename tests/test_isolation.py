@@ -486,6 +486,23 @@ def test_a_cache_the_sandbox_user_cannot_enter_has_its_views_moved_where_it_can(
     assert not (other / "cache" / "builds").is_symlink()
 
 
+def test_what_is_bound_back_never_shows_what_is_hidden(open_tmp, monkeypatch):
+    """Of the folders Python must read (bound back where a hidden folder covers them): one that is
+    a hidden folder, or holds the machine's (a home folder, /tmp), is not bound; one that holds a
+    hidden folder of the evaluator's (a cache) is, and that folder is hidden again over it."""
+    home, project = open_tmp / "home", open_tmp / "home" / "project"
+    cache = project / ".cache" / "cuda-agent"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    spec = sandbox.Spec(readable=[str(home), "/tmp", str(project), str(cache)], hidden=[str(cache)]).with_defaults()
+    argv = sandbox.command(spec, ["true"], sandbox.Support("/bin/bwrap", "bubblewrap 0.11.0", None, None, None, None))
+    bound = [argv[i + 2] for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert str(project) in bound and not {str(home), "/tmp", str(cache)} & set(bound)
+    mounts = [(a, argv[i + 1]) for i, a in enumerate(argv) if a in ("--tmpfs", "--ro-bind")]
+    assert mounts.index(("--tmpfs", str(cache))) > mounts.index(("--ro-bind", str(project)))
+    assert mounts.index(("--tmpfs", str(home))) < mounts.index(("--ro-bind", str(project)))
+
+
 def test_a_sandbox_bwrap_cannot_make_is_an_error_with_bwraps_message(tmp_path):
     """Where bwrap exits before its sandbox begins (here a stand-in that fails as bwrap does), the
     start raises bwrap's own message, not a broken pipe."""
