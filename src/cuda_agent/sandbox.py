@@ -313,14 +313,15 @@ def _hidden(spec: Spec) -> list[str]:
 def _binds(spec: Spec) -> list[tuple[str, str, str]]:
     """(bwrap's flag, source, destination) of each folder bound into the sandbox: what its own
     folders are, and what it must read that a hidden folder covers (the rest it sees through `/`)."""
-    covered = _hidden(spec) + [dest for _, dest in spec.mapped]
+    hidden = _hidden(spec)
+    covered = hidden + [dest for _, dest in spec.mapped]
     # (a path that is a hidden folder, or holds one of the machine's (/tmp, a home folder), is never
     # bound back: a script run from there puts the folder on sys.path, and binding it would show
     # what the sandbox hides; one that holds a hidden folder of the evaluator's, a cache, say,
     # is bound, and that folder hidden again over it, the deeper mount after)
     broad = _hidden(Spec()) + default_hidden()
     readable = [p for p in spec.readable if os.path.exists(p) and _under(p, covered)
-                and p not in _hidden(spec) and not any(_under(h, [p]) for h in broad)]
+                and p not in hidden and not any(_under(h, [p]) for h in broad)]
     readable = [p for p in readable if not any(q != p and _under(p, [q]) for q in readable)]
     return ([("--bind", p, p) for p in spec.writable] + [("--bind", src, dest) for src, dest in spec.mapped]
             + [("--ro-bind", p, p) for p in readable])
