@@ -255,20 +255,34 @@ def test_stopping_a_sandbox_stops_every_process_in_it(tmp_path):
     """`sandbox.stop` on a sandbox's tree: a grandchild in a session of its own is stopped too."""
     sup = sandbox.reaching(sandbox.support(), [tmp_path], "the test")
     spec = sandbox.Spec(writable=[str(tmp_path)], cwd=str(tmp_path))
-    script = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork(): os._exit(0)\n    time.sleep(60)\ntime.sleep(60)"
+    script = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork(): os._exit(0)\n"
+              "    open('ready', 'w').close()\n    time.sleep(60)\ntime.sleep(60)")
     proc = sandbox.start(spec, [sys.executable, "-c", script], sup, start_new_session=True)
+
+    def pythons() -> list[int]:
+        return [p for p in sandbox.tree([proc.pid])
+                if sandbox.describe(p).split("(", 1)[-1].startswith(f"{sys.executable} -c")]
+
+    def session(pid: int) -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3]
+
     try:
-        deadline = time.monotonic() + 20
-        while len(sandbox.tree([proc.pid])) < 4 and time.monotonic() < deadline:  # bwrap, its init, 2 pythons
+        # Listed only once the middle process is gone: a listing taken before it exits holds it,
+        # and it may exit (not stop) once it is signalled.
+        deadline = time.monotonic() + 30
+        while not ((tmp_path / "ready").exists() and len(pythons()) == 2) and time.monotonic() < deadline:
             time.sleep(0.05)
-        pids = sandbox.tree([proc.pid])
-        pythons = [p for p in pids if sandbox.describe(p).split("(", 1)[-1].startswith(f"{sys.executable} -c")]
-        assert len(pythons) == 2, [sandbox.describe(p) for p in pids]
+        found = pythons()
+        assert len(found) == 2, [sandbox.describe(p) for p in sandbox.tree([proc.pid])]
+        assert session(found[0]) != session(found[1])  # the grandchild left the parent's session
         stopped = sandbox.stop([proc.pid])
-        assert set(pythons) <= stopped
-        assert all(sandbox.state(p) == "T" for p in pythons)
+        assert set(found) <= stopped
+        deadline = time.monotonic() + 10  # `stop` waits 1 s; a loaded machine may take longer
+        while any(sandbox.state(p) != "T" for p in found) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [sandbox.state(p) for p in found] == ["T", "T"]
         sandbox.cont(stopped)
-        assert all(sandbox.state(p) in ("S", "R") for p in pythons)
+        assert all(sandbox.state(p) in ("S", "R") for p in found), [sandbox.state(p) for p in found]
     finally:
         proc.kill()
         proc.wait()
