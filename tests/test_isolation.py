@@ -152,6 +152,56 @@ def test_the_cache_the_secret_and_the_home_folder_are_out_of_sight(world, monkey
     assert not (home / "planted").exists()
 
 
+def test_no_capability_no_mount_and_no_sysctl_of_the_host(world):
+    """Where the caller is root, a sandbox whose user were root in its namespace (bwrap keeps
+    every capability there) could unmount what hides the home folder, remount the read-only view
+    writable, and write the host's sysctls (root's by uid: core_pattern runs a program as root on
+    the next crash). The candidate tries each, and in a user namespace of its own too."""
+    home = world["home"]
+    res = run(world, candidate(f'''
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        status = open("/proc/self/status").read()
+        print("CAPS", status.split("CapEff:")[1].split()[0], "UID", os.getuid())
+
+        def escape(who):
+            for path in [{str(home)!r}, "/root", "/tmp", "/run"]:
+                if libc.umount2(path.encode(), 2) == 0:  # MNT_DETACH
+                    print(who, "UNMOUNTED", path, os.listdir(path))
+            if libc.mount(None, b"/", None, 32 | 4096, None) == 0:  # MS_REMOUNT | MS_BIND: writable
+                print(who, "REMOUNTED")
+                open({str(PACKAGE / "escaped")!r}, "w").write("x")
+            try:
+                with open("/proc/sys/kernel/core_pattern", "r+") as f:  # the same value back
+                    f.write(f.read())
+                print(who, "WROTE A SYSCTL")
+            except OSError as exc:
+                print(who, "no sysctl:", exc)
+            print(who, "READ", open({str(home / ".ssh" / "id_ed25519")!r}).read())
+
+        pid = os.fork()
+        if pid == 0:  # a user namespace of its own, where it holds every capability again
+            try:
+                if libc.unshare(0x10000000 | 0x00020000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS
+                    escape("NESTED")
+                else:
+                    print("no user namespace:", os.strerror(ctypes.get_errno()))
+            except BaseException as exc:
+                print("nested attempt failed:", exc)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        escape("SANDBOX")
+        '''))
+    out = output(res)
+    assert res.correct and res.reward == 1, (res.reasons, out)
+    assert "CAPS 0000000000000000" in out, out
+    for word in ("UNMOUNTED", "REMOUNTED", "WROTE A SYSCTL", "SECRET"):
+        assert word not in out, out
+    assert "SANDBOX no sysctl" in out and "attempt failed" in out, out
+    if os.geteuid() == 0:  # not root, even in its own namespace: root's files stay root's
+        assert "UID 0" not in out and res.isolation["user"].startswith("uid "), (out, res.isolation["user"])
+
+
 def test_no_network_not_even_the_loopback(world):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -254,6 +304,7 @@ def test_a_double_forked_process_is_hidden_work_and_stops_with_the_candidate(wor
 def test_stopping_a_sandbox_stops_every_process_in_it(tmp_path):
     """`sandbox.stop` on a sandbox's tree: a grandchild in a session of its own is stopped too."""
     sup = sandbox.reaching(sandbox.support(), [tmp_path], "the test")
+    sandbox.hand_over(tmp_path, sup)
     spec = sandbox.Spec(writable=[str(tmp_path)], cwd=str(tmp_path))
     script = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork(): os._exit(0)\n"
               "    open('ready', 'w').close()\n    time.sleep(60)\ntime.sleep(60)")
@@ -361,6 +412,33 @@ def test_verify_in_a_workspace_cannot_print_a_file_outside_it(world, tmp_path, m
     r = subprocess.run([sys.executable, "-m", "cuda_agent", "workspace", "verify", str(ws), "--device", "cpu",
                         "--trials", "1"], capture_output=True, text=True, timeout=900, env=env)
     assert "HOME-SECRET" not in r.stdout + r.stderr
+    assert "verification: PASSED" in r.stdout, r.stdout + r.stderr
+
+
+def test_verify_does_not_follow_a_workspace_link_out_of_it(world, tmp_path, monkeypatch):
+    """The evaluator reads the workspace outside any sandbox: a `model_new.py` (or `kernels/`)
+    that the agent's shell linked to a file of the caller's would be read as its source, and the
+    syntax error quoting it would show it to the model. A link that stays in the workspace is fine."""
+    from cuda_agent.workspace import init_workspace
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(world["cache"]))
+    example = PACKAGE / "examples" / "elementwise"
+    ws = init_workspace(load_task(example / "task.py"), tmp_path / "ws", device="cpu")
+    (ws / "model_new.py").unlink()
+    (ws / "model_new.py").symlink_to(world["home"] / ".ssh" / "id_ed25519")
+    env = {**os.environ, "CUDA_AGENT_CACHE": str(world["cache"]), "CUDA_AGENT_SERVICE": "off"}
+    verify = [sys.executable, "-m", "cuda_agent", "workspace", "verify", str(ws), "--device", "cpu", "--trials", "1"]
+    r = subprocess.run(verify, capture_output=True, text=True, timeout=900, env=env)
+    assert "HOME-SECRET" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert r.returncode != 0 and "outside the workspace" in r.stdout + r.stderr, r.stdout + r.stderr
+    shutil.rmtree(ws / "kernels")
+    (ws / "mine").mkdir()
+    shutil.copytree(example / "cpu_workspace" / "kernels", ws / "mine" / "kernels")
+    (ws / "kernels").symlink_to("mine/kernels")
+    (ws / "mine" / "model_new.py").write_text((example / "cpu_workspace" / "model_new.py").read_text())
+    (ws / "model_new.py").unlink()
+    (ws / "model_new.py").symlink_to(ws / "mine" / "model_new.py")
+    r = subprocess.run(verify, capture_output=True, text=True, timeout=900, env=env)
     assert "verification: PASSED" in r.stdout, r.stdout + r.stderr
 
 
@@ -573,6 +651,28 @@ def test_a_build_that_reads_the_candidates_folder_unnamed_is_not_shared(world):
     assert "TAG-A" not in output(a).split("TAGS", 1)[-1], output(a)  # (its own folder is not in view either)
     b = run(world, builder("TAG-B"))
     assert "TAG-A" not in output(b).split("TAGS", 1)[-1], output(b)
+
+
+def test_a_build_that_leaves_links_gets_neither_a_file_nor_a_write_outside(world):
+    """The harness copies a build's outputs to the candidate and writes the build's log into its
+    folder, outside the sandbox: links the build left there (its output to the home folder's key,
+    its log to a file of the home folder's) must be dropped, not followed."""
+    home = world["home"]
+    res = run(world, candidate(f'''
+        from cuda_agent.evaluate.worker import serve
+        d = "/tmp/cuda-agent-builds/linked"
+        os.makedirs(d, exist_ok=True)
+        with open(d + "/build.ninja", "w") as f:
+            f.write("rule link\\n  command = ln -sf {home / ".ssh" / "id_ed25519"} out.so && "
+                    "ln -sf {home / "planted"} .cuda-agent-log && echo WRITTEN-BY-THE-BUILD\\n"
+                    "build out.so: link\\n")
+        print("BUILD", serve.request("ninja", dir=d))
+        print("GOT", open(d + "/out.so").read())
+        '''))
+    out = output(res)
+    assert res.correct, (res.reasons, out)
+    assert "BUILD" in out and "SECRET" not in out, out
+    assert not (home / "planted").exists()
 
 
 def test_load_builds_sources_from_the_candidates_own_folder(world):

