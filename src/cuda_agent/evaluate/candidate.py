@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,11 +42,30 @@ class Candidate:
         return hashlib.sha256(body.encode()).hexdigest()
 
 
-def _read(path: Path) -> str:
-    if path.stat().st_size > MAX_SOURCE_BYTES:
-        raise CandidateError(f"{path}: larger than {MAX_SOURCE_BYTES} bytes; is this really source code?")
+def _read(path: Path, within: Path | None = None) -> str:
+    """The text of `path`; with `within` (a workspace), only where the file opened lies in that
+    folder. The evaluator reads a workspace outside any sandbox, so a `model_new.py` or `kernels/`
+    linked to a file of the machine's (a key) would become the candidate's source, and an error
+    quoting that source would show the file to the model writing the workspace. What is checked
+    is the file opened, so a link swapped meanwhile changes nothing."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise CandidateError(f"{path}: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if within is not None:
+            opened = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path)
+            if not opened.startswith(os.path.realpath(within).rstrip("/") + "/"):
+                raise CandidateError(f"{path}: a link to {opened}, outside the workspace {within}; the "
+                                     "workspace's files must lie in it")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CandidateError(f"{path}: not a regular file")
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise CandidateError(f"{path}: larger than {MAX_SOURCE_BYTES} bytes; is this really source code?")
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    try:
+        return data.decode()
     except UnicodeDecodeError:
         raise CandidateError(f"{path}: not UTF-8 text") from None
 
@@ -68,8 +89,8 @@ def load_candidate(path: str | Path) -> Candidate:
     if kdir.is_dir():
         for f in sorted(kdir.iterdir()):
             if f.is_file() and f.suffix in KERNEL_SUFFIXES and not f.is_symlink():
-                kernels[f.name] = _read(f)
-    return Candidate(origin=str(p), kind="workspace", model_new=_read(model_new), kernels=kernels)
+                kernels[f.name] = _read(f, within=p)
+    return Candidate(origin=str(p), kind="workspace", model_new=_read(model_new, within=p), kernels=kernels)
 
 
 def stage(candidate: Candidate, dest: Path) -> None:
