@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -52,6 +53,36 @@ def test_paths_stay_inside_the_workspace(ws, tmp_path):
     assert "outside the workspace" in ws.call("Read", {"file_path": "link.txt"})
     assert "link.txt" not in ws.call("Glob", {"pattern": "*"})
     assert "outside" not in ws.call("Grep", {"pattern": "outside", "output_mode": "content"})
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_leads_nowhere(ws, tmp_path, monkeypatch):
+    """The tools run outside the sandbox while the shell's background commands run in it: one
+    that swaps a folder for a link out of the workspace between a tool's check of a path and its
+    use must not get the file out there read or written."""
+    outside = tmp_path / "out"
+    outside.mkdir()
+    (outside / "f.txt").write_text("the caller's\n")
+    (ws.root / "d").mkdir()
+    (ws.root / "d" / "f.txt").write_text("mine\n")
+    checked = FileTools.path
+
+    def swapped_after_the_check(self, given, must_exist=True):
+        p = checked(self, given, must_exist)
+        d = self.root / "d"
+        if d.is_symlink():
+            d.unlink()
+        else:
+            shutil.rmtree(d)
+        d.symlink_to(outside)
+        return p
+
+    monkeypatch.setattr(FileTools, "path", swapped_after_the_check)
+    assert "the caller's" not in ws.call("Read", {"file_path": "d/f.txt"})
+    for call in (("Write", {"file_path": "d/f.txt", "content": "written\n"}),
+                 ("Write", {"file_path": "d/new.txt", "content": "written\n"}),
+                 ("Edit", {"file_path": "d/f.txt", "old_string": "the caller's", "new_string": "edited"})):
+        assert ws.call(*call).startswith("Error:"), call
+    assert sorted(os.listdir(outside)) == ["f.txt"] and (outside / "f.txt").read_text() == "the caller's\n"
 
 
 def test_write_and_edits_change_files_and_a_failed_edit_changes_nothing(ws):

@@ -10,8 +10,12 @@ the text of the tool result, starting with "Error:", for the model to act on.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -130,24 +134,52 @@ class FileTools:
     def _rel(self, p: Path) -> str:
         return str(p.relative_to(self.root)) if p != self.root else "."
 
+    # (The shell's background commands run while a tool does: a folder checked here may be a link
+    # out of the workspace by the time the file is opened. So a read checks the file it opened, and
+    # a write opens the folders on the way one by one, following no link, and writes in the last.)
     def _text(self, p: Path, given: str) -> str:
-        if p.is_dir():
-            raise ToolError(f"{given}: is a folder; use Glob to list it")
         try:
-            return p.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ToolError(f"{given}: not a UTF-8 text file") from None
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise ToolError(f"{given}: {exc.strerror}") from None
+        try:
+            if not self._inside(Path(os.readlink(f"/proc/self/fd/{fd}"))):
+                raise ToolError(f"{given}: outside the workspace {self.root}; only files inside it can be used")
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise ToolError(f"{given}: is a folder; use Glob to list it")
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{given}: not a UTF-8 text file") from None
 
     def _write(self, p: Path, given: str, content: str) -> None:
         if len(content.encode()) > MAX_WRITE_BYTES:
             raise ToolError(f"{given}: content over {MAX_WRITE_BYTES} bytes; write smaller files")
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(content, encoding="utf-8")
+            folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            for part in p.parent.relative_to(self.root).parts:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=folder)
+                try:
+                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+                finally:
+                    os.close(folder)
+                folder = inner
+            try:
+                fd = os.open(p.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+            finally:
+                os.close(folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
         except OSError as exc:
-            raise ToolError(f"{given}: {exc.strerror}") from None
+            link = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+            raise ToolError(f"{given}: {exc.strerror}" + (" (a link on the way: write the file it points to)"
+                                                          if link else "")) from None
 
     # -- the tools --
     def read(self, file_path: str, offset: int | None = None, limit: int | None = None) -> str:
@@ -224,9 +256,9 @@ class FileTools:
         out: list[str] = []
         for f in files:
             try:
-                lines = f.read_text(encoding="utf-8").splitlines()
-            except (UnicodeDecodeError, OSError):
-                continue  # binary or unreadable: skipped, as grep does
+                lines = self._text(f, str(f)).splitlines()
+            except ToolError:
+                continue  # binary, unreadable or gone out of the workspace: skipped, as grep does
             hits = [k for k, line in enumerate(lines) if rx.search(line)]
             if not hits:
                 continue
