@@ -31,6 +31,7 @@ candidates this way, so each one gets namespaces of its own without importing to
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import glob
@@ -227,35 +228,34 @@ def resolve(mode: str, what: str) -> Support | None:
 
 def hand_over(folder: str | os.PathLike, sup: Support) -> None:
     """Make `folder` and what it holds the sandbox user's, where sandboxes run as their own user
-    (`Support.uid`): what the caller wrote there becomes writable inside."""
+    (`Support.uid`): what the caller wrote there becomes writable inside. Through folders opened
+    one by one (`os.fwalk`), never a link: an agent's background command may swap a folder for a
+    link to one of the machine's meanwhile, whose files would become that user's."""
     if sup.uid is None:
         return
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            try:
-                if os.lstat(name).st_uid != sup.uid:
-                    os.lchown(name, sup.uid, sup.uid)
-            except OSError:
-                pass
+    for _, dirs, files, dfd in os.fwalk(folder):
+        with contextlib.suppress(OSError):
+            if os.fstat(dfd).st_uid != sup.uid:
+                os.fchown(dfd, sup.uid, sup.uid)
+        for name in [*dirs, *files]:
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if st.st_uid != sup.uid and not stat.S_ISDIR(st.st_mode):  # (a folder: when visited)
+                    os.chown(name, sup.uid, sup.uid, dir_fd=dfd, follow_symlinks=False)
 
 
 def drop_links(folder: str | os.PathLike) -> None:
-    """Remove from `folder`, which sandboxed code wrote and none of it runs any more, everything
-    that is not a regular file or a folder: the caller reads, writes, copies and publishes what is
-    there outside the sandbox, where a link leads anywhere (a build that linked its output to a
-    secret got the secret back; one that linked its log had the log written where it pointed).
-    (A hard link made inside leads nowhere else: the folder is a mount of its own there.)"""
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in [*dirnames, *filenames]:
-            path = os.path.join(dirpath, name)
-            try:
-                mode = os.lstat(path).st_mode
+    """Remove from `folder`, which sandboxed code wrote, everything that is not a regular file or
+    a folder: the caller reads, writes, copies and publishes what is there outside the sandbox,
+    where a link leads anywhere (a build that linked its output to a secret got the secret back;
+    one that linked its log had the log written where it pointed). (A hard link made inside leads
+    nowhere else: the folder is a mount of its own there.)"""
+    for _, dirs, files, dfd in os.fwalk(folder):
+        for name in [*dirs, *files]:
+            with contextlib.suppress(OSError):
+                mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
                 if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    os.unlink(path)
-            except OSError:
-                continue
-            if name in dirnames and not stat.S_ISDIR(mode):
-                dirnames.remove(name)
+                    os.unlink(name, dir_fd=dfd)
 
 
 def unreachable(path: str | os.PathLike, uid: int, spec: Spec | None = None) -> str | None:

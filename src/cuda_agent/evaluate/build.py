@@ -148,6 +148,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 out, _ = proc.communicate()
+                sandbox.drop_links(src)  # (the folder is written again by the next build)
                 shutil.rmtree(src / "build", ignore_errors=True)  # a killed compile may leave half an object
                 return BuildResult(False, None, key, False, time.monotonic() - t0,
                                    _tail(out.decode(errors="replace")), timed_out=True)
