@@ -4,6 +4,7 @@ decontamination against KernelBench, the dataset files, resuming, and the datase
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,7 +203,7 @@ def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
     """The first probe of this draft 'runs out of memory' (as beside a big neighbour on a GPU); with
     two probes on the device it is probed again alone and accepted. (Its flag file is written in the
     probe's sandbox, whose /tmp is its own: the second try, in the same process, finds it.)"""
-    flag = tmp_path / "first"
+    flag = Path("/tmp") / f"cuda-agent-test-oom-once-{os.getpid()}-{tmp_path.name}"
     oom_once = _task(f"import os\n        if not os.path.exists({str(flag)!r}):\n"
                      f"            open({str(flag)!r}, 'w').close()\n"
                      "            raise torch.OutOfMemoryError('CUDA out of memory (a neighbour)')\n"
@@ -214,6 +215,7 @@ def test_out_of_memory_beside_other_probes_is_probed_again_alone(tmp_path):
         assert p.reruns == 1
     finally:
         p.close()
+        flag.unlink(missing_ok=True)  # (where the probes ran unsandboxed)
 
 
 def test_out_of_memory_in_the_timing_is_out_of_memory_not_a_probe_error(tmp_path):

@@ -168,6 +168,12 @@ class Support:
         `uid` (or the caller) and must reach what it binds as that user."""
         return self.uid is not None and self.setpriv is not None
 
+    @property
+    def bwrap_uid(self) -> int | None:
+        """The user bwrap reaches the folders it binds as, where that is not the caller: `uid`,
+        unless the caller is root and bwrap runs as root (`maps`)."""
+        return None if self.maps else self.uid
+
 
 @functools.cache
 def support() -> Support:

@@ -142,7 +142,7 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
                 from cuda_agent.evaluate.isolate import build_spec
 
                 sandbox.hand_over(src, sup)
-                proc = sandbox.start(build_spec(src, cache_dir, uid=sup.uid), cmd, sup, **popen)
+                proc = sandbox.start(build_spec(src, cache_dir, uid=sup.bwrap_uid), cmd, sup, **popen)
             try:
                 out, _ = proc.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired:

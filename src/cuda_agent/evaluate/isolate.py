@@ -67,8 +67,8 @@ VIEWS_PARENT = "/var/tmp"  # where they move when the sandbox's user cannot ente
 def cache_views(cache_dir: Path, uid: int | None = None) -> list[str]:
     """The cache folders a candidate reads (read-only): workspace builds, precompiled headers.
 
-    Where sandboxes run as their own user (`uid`, sandbox.Support.uid) and that user cannot enter
-    the cache folder (root's default cache under its 0700 home; pytest's 0700 temporary root),
+    Where bwrap runs as the sandbox's own user (`uid`, sandbox.Support.bwrap_uid: a root caller
+    without setpriv) and that user cannot enter the cache folder (root's default cache under its 0700 home; pytest's 0700 temporary root),
     bwrap could not bind them: each then lives under VIEWS_PARENT in a folder of this cache's own
     (`cuda-agent-views-<caller's uid>/<digest of the cache's path>`), and the cache keeps a link to
     it, so the harness writes where sandboxes read. Sandboxes still see them at the cache's path,
@@ -128,7 +128,8 @@ def hidden_folders(cache_dir: Path) -> list[str]:
 def build_spec(folder: Path, cache_dir: Path, inside: str | None = None, readable: tuple[str, ...] = (),
                uid: int | None = None) -> sandbox.Spec:
     """A build's sandbox: only its own `folder` writable (seen at `inside` where given), the cache's
-    built libraries and headers and `readable` read-only, no GPU. `uid`: the sandbox's user."""
+    built libraries and headers and `readable` read-only, no GPU. `uid`: the user bwrap binds
+    them as (`Support.bwrap_uid`; None: one who reaches them)."""
     cwd = inside or str(folder)
     return sandbox.Spec(mapped=[(str(folder), cwd)], readable=[*cache_views(Path(cache_dir), uid), *readable],
                         hidden=hidden_folders(Path(cache_dir)), cwd=cwd,
@@ -164,7 +165,7 @@ class CandidateBox:
         self.cgroup = sandbox.Cgroup(limits) if sup.cgroup else None
         self.quota: sandbox.Quota | None = None
         self.spec = sandbox.Spec(writable=[str(self.work), str(self.shm)], mapped=[(str(self.builds), BUILDS_INSIDE)],
-                                 readable=cache_views(self.cache_dir, sup.uid), hidden=hidden_folders(self.cache_dir),
+                                 readable=cache_views(self.cache_dir, sup.bwrap_uid), hidden=hidden_folders(self.cache_dir),
                                  gpu=gpu, limits=limits)
         self.holder: sandbox.Holder | None = None
         self.builds_service: Builds | None = None
@@ -384,7 +385,7 @@ class Builds:
             # inputs that candidate may send too: it is not in view.
             named = any(self.box.work.name.encode() in data for data in inputs.values())
             spec = build_spec(staging, self.box.cache_dir, inside, readable=(str(self.box.stage),) if named else (),
-                              uid=self.box.sup.uid)
+                              uid=self.box.sup.bwrap_uid)
             argv = ["ninja", "-v"] + (["-j", os.environ["MAX_JOBS"]] if os.environ.get("MAX_JOBS", "").isdigit() else [])
             code, log = run(spec, argv, self.box.sup, self.timeout_s,
                             env={nvcc_pch.REQUESTS: f"{inside}/{PCH_REQUESTS}"})
@@ -468,7 +469,7 @@ class Builds:
         try:
             (staging / name).write_bytes(text)
             sandbox.hand_over(staging, self.box.sup)
-            spec = build_spec(staging, self.box.cache_dir, str(final), uid=self.box.sup.uid)
+            spec = build_spec(staging, self.box.cache_dir, str(final), uid=self.box.sup.bwrap_uid)
             code, _ = run(spec, command(final / name), self.box.sup, nvcc_pch.BUILD_TIMEOUT_S)
             sandbox.drop_links(staging)
             if code == 0 and (staging / f"{name}.gch").is_file():
@@ -572,8 +573,8 @@ def isolation_support(cfg: "EvalConfig") -> sandbox.Support | None:
         sup = sup if sup.ok else None
     else:
         sup = sandbox.resolve(cfg.isolation, "the evaluator (EvalConfig.isolation='required')")
-    if sup is not None and sup.uid is not None:
-        cache_views(cfg.cache_dir, sup.uid)  # before the harness writes there (their folders may move)
+    if sup is not None and sup.bwrap_uid is not None:
+        cache_views(cfg.cache_dir, sup.bwrap_uid)  # before the harness writes there (their folders may move)
     return sup
 
 

@@ -240,7 +240,7 @@ def _probe(so_path: Path, sup=None, cache_dir: Path | None = None) -> tuple[list
         popen = dict(cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
         if sup is not None:
             hand_over(Path(cwd), sup)
-        proc = start(build_spec(Path(cwd), cache_dir, uid=sup.uid), argv, sup, **popen) if sup is not None else subprocess.Popen(argv, **popen)
+        proc = start(build_spec(Path(cwd), cache_dir, uid=sup.bwrap_uid), argv, sup, **popen) if sup is not None else subprocess.Popen(argv, **popen)
         try:
             stdout, stderr = proc.communicate(timeout=300)
         except subprocess.TimeoutExpired:

@@ -228,6 +228,7 @@ class Building:
         published = False
         if ok and (self.work / f"{self.name}.gch").is_file():
             with contextlib.suppress(OSError):
+                os.chmod(self.work, 0o755)  # (mkdtemp's 0700) a sandboxed candidate, as another user, reads it
                 self.work.rename(self.root / self.key)  # atomic: the folder appears whole or not at all
                 published = True
                 prune(self.root, self.keep)
