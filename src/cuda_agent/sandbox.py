@@ -333,8 +333,10 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
     # read-only bind writable. No user namespace of its own either, where its version can say so
     # (not where the caller writes the maps: bwrap allows one or the other). Where the sandbox's
     # user is root, the host's sysctls are root's to write: /proc/sys read-only.
-    if sup.maps:  # (setpriv needs these to become the sandbox's user, which drops them all)
-        a += ["--cap-drop", "ALL"] + [x for c in ("SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH") for x in ("--cap-add", f"CAP_{c}")]
+    if sup.maps:  # (kept until setpriv becomes the sandbox's user, which drops them all: bwrap's
+        # --chdir into a folder of that user's, then setpriv's uid, groups and bounding set)
+        keep = ("DAC_READ_SEARCH", "SETUID", "SETGID", "SETPCAP")
+        a += ["--cap-drop", "ALL"] + [x for c in keep for x in ("--cap-add", f"CAP_{c}")]
     else:
         a += ["--cap-drop", "ALL"] + (["--disable-userns"] if _has_disable_userns(sup.version) else [])
     if sup.uid is None and os.geteuid() == 0:
