@@ -18,7 +18,7 @@ PACKAGE = SRC / "cuda_agent"
 # layer of several packages, each package keeps to itself (bench, synth and rl are peers).
 LAYERS: list[set[str]] = [
     {"", "errors"},  # the package root and its exception tree
-    {"sandbox_limits", "sandbox_enter"},  # a sandbox's limits and processes, entering one (sandbox.py builds on them)
+    {"sandbox_limits", "sandbox_enter", "sandbox_files"},  # a sandbox's limits, processes, entering one, its files (sandbox.py builds on them)
     {"pyparse", "parquet", "reporting", "sandbox"},  # helpers shared by several layers
     {"examples"},  # the bundled example tasks and candidates (data)
     {"tasks"},

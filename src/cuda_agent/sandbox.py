@@ -48,6 +48,7 @@ from typing import Any
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.sandbox_enter import enter  # noqa: F401 (re-exported)
+from cuda_agent.sandbox_files import drop_links, opened_path  # noqa: F401 (re-exported)
 from cuda_agent.sandbox_limits import Cgroup, Limits, Quota, cont, describe, kill, state, stop, tree  # noqa: F401 (re-exported)
 
 MODES = ("auto", "required", "off")  # EvalConfig.isolation and the agent's: when to sandbox
@@ -190,11 +191,13 @@ def support() -> Support:
     prlimit, setpriv = shutil.which("prlimit"), shutil.which("setpriv")
     cgroup = Cgroup.kind()
     error = None
-    ways = [Support(bwrap, version, None, cgroup, prlimit, None)]  # (the last resort: as the caller)
+    ways = []  # (in order of preference; the last resort: as the caller)
     if os.geteuid() == 0:
         uid = int(os.environ.get("CUDA_AGENT_SANDBOX_UID", SANDBOX_UID))
-        ways[:0] = [Support(bwrap, version, uid, cgroup, prlimit, None, setpriv)] * bool(setpriv) + [
-            Support(bwrap, version, uid, cgroup, prlimit, None)]
+        if setpriv:
+            ways.append(Support(bwrap, version, uid, cgroup, prlimit, None, setpriv))
+        ways.append(Support(bwrap, version, uid, cgroup, prlimit, None))
+    ways.append(Support(bwrap, version, None, cgroup, prlimit, None))
     for sup in ways:
         # (the probe checks what must hold: its user, and no capability left)
         want = sup.uid if sup.uid is not None else os.geteuid()
@@ -250,30 +253,14 @@ def hand_over(folder: str | os.PathLike, sup: Support) -> None:
                     os.chown(name, sup.uid, sup.uid, dir_fd=dfd, follow_symlinks=False)
 
 
-def drop_links(folder: str | os.PathLike) -> None:
-    """Remove from `folder`, which sandboxed code wrote, everything that is not a regular file or
-    a folder: the caller reads, writes, copies and publishes what is there outside the sandbox,
-    where a link leads anywhere (a build that linked its output to a secret got the secret back;
-    one that linked its log had the log written where it pointed). (A hard link made inside leads
-    nowhere else: the folder is a mount of its own there.)"""
-    for _, dirs, files, dfd in os.fwalk(folder):
-        for name in [*dirs, *files]:
-            with contextlib.suppress(OSError):
-                mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
-                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    os.unlink(name, dir_fd=dfd)
-
-
-def unreachable(path: str | os.PathLike, uid: int, spec: Spec | None = None) -> str | None:
+def unreachable(path: str | os.PathLike, uid: int, mounts: list[tuple[str, bool]] | None = None) -> str | None:
     """The first folder on the way to `path` (its links resolved) that user `uid`, in its own group
-    alone as sandboxes run (`launch_kwargs`), may not enter; None where it may reach it. With
-    `spec`, on the way as seen inside that sandbox: a hidden folder is an empty tmpfs, and the
-    folders bwrap makes in one to bind others there are all open (0755)."""
+    alone as sandboxes run (`launch_kwargs`), may not enter; None where it may reach it. With a
+    sandbox's `mounts` (`_mounts`), on the way as seen inside it: a hidden folder is an empty
+    tmpfs, and the folders bwrap makes in one to bind others there are all open (0755)."""
     real = Path(os.path.realpath(path))
-    spec = spec.with_defaults() if spec is not None else None
-    mounts = ([(h, True) for h in _hidden(spec)] + [(dest, False) for _, _, dest in _binds(spec)]) if spec else []
     for d in [*reversed(real.parents), real]:
-        over = [m for m in mounts if _under(str(d), [m[0]])]
+        over = [m for m in mounts or [] if _under(str(d), [m[0]])]
         if over and max(over, key=lambda m: len(m[0]))[1]:
             continue
         try:
@@ -296,7 +283,7 @@ def reaching(sup: Support, folders: list[str | os.PathLike], what: str) -> Suppo
     if sup.uid is None:
         return sup
     for folder in folders:
-        inside = Spec(writable=[str(folder)]) if sup.maps else None
+        inside = _mounts(Spec(writable=[str(folder)]).with_defaults()) if sup.maps else []
         if (shut := unreachable(Path(os.path.realpath(folder)).parent, sup.uid, inside)) is not None:
             if shut not in _WARNED_REACH:  # (once per folder in the way: work folders are many)
                 _WARNED_REACH.add(shut)
@@ -312,9 +299,9 @@ _WARNED_REACH: set[str] = set()
 
 def launch_kwargs(sup: Support) -> dict[str, Any]:
     """subprocess.Popen arguments that start bwrap as the sandbox's user."""
-    if sup.uid is None or sup.maps:
+    if sup.bwrap_uid is None:
         return {}
-    return {"user": sup.uid, "group": sup.uid, "extra_groups": []}
+    return {"user": sup.bwrap_uid, "group": sup.bwrap_uid, "extra_groups": []}
 
 
 def _gpu_nodes() -> list[str]:
@@ -347,7 +334,8 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
     # Mounts from the outermost in (a parent before what lies under it), tmpfs before binds at a depth.
     # (each hidden folder writable by all, sticky, as /tmp is: the sandbox's user is not the one
     # that mounts them where the caller is root)
-    ops = [(d, 0, ["--perms", "1777", "--tmpfs", d]) for d in _hidden(spec)]
+    hidden = _hidden(spec)
+    ops = [(d, 0, ["--perms", "1777", "--tmpfs", d]) for d in hidden]
     # (sources resolved here: bwrap resolves them as the sandbox's user, who may not enter a
     # folder on the way that the caller may, where a view's folder is a link to one it can:
     # isolate.cache_views)
@@ -355,7 +343,7 @@ def command(spec: Spec, argv: list[str], sup: Support, *, info_fd: int | None = 
     ops += [(dest, 2, [flag, os.path.realpath(src), dest]) for flag, src, dest in binds]
     # (the folders bwrap makes in a tmpfs on the way to a bind: open to all, as its own default of
     # 0700 would shut out a sandbox user other than the one that made them)
-    ops += [(d, 1, ["--perms", "0755", "--dir", d]) for d in _made_on_the_way([b[2] for b in binds], _hidden(spec))]
+    ops += [(d, 1, ["--perms", "0755", "--dir", d]) for d in _made_on_the_way([b[2] for b in binds], hidden)]
     for _, _, op in sorted(ops, key=lambda o: (o[0].rstrip("/").count("/"), o[1])):
         a += op
     if spec.cwd:
@@ -408,6 +396,11 @@ def _binds(spec: Spec) -> list[tuple[str, str, str]]:
             + [("--ro-bind", p, p) for p in readable])
 
 
+def _mounts(spec: Spec) -> list[tuple[str, bool]]:
+    """The sandbox's mount points (`spec` already `with_defaults`), each with whether it is a tmpfs."""
+    return [(h, True) for h in _hidden(spec)] + [(dest, False) for _, _, dest in _binds(spec)]
+
+
 def _made_on_the_way(dests: list[str], hidden: list[str]) -> list[str]:
     """The folders between a hidden folder (a tmpfs) and each bind destination in it."""
     out: set[str] = set()
@@ -440,8 +433,9 @@ def start(spec: Spec, argv: list[str], sup: Support, cgroup: Cgroup | None = Non
     dies with this process (bwrap's --die-with-parent)."""
     spec = spec.with_defaults()
     if sup.uid is not None:
+        mounts = _mounts(spec) if sup.maps else []
         for _, src, dest in _binds(spec):
-            shut = unreachable(dest, sup.uid, spec) if sup.maps else unreachable(src, sup.uid)
+            shut = unreachable(dest, sup.uid, mounts) if sup.maps else unreachable(src, sup.uid)
             if shut is not None:
                 raise SandboxError(
                     f"the sandbox's user (uid {sup.uid}) cannot enter {shut}, so it cannot be given {src}: put "

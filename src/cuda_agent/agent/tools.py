@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent import sandbox
+
 READ_DEFAULT_LINES = 2000  # lines a Read returns without `limit`
 READ_MAX_LINE = 2000  # characters kept of a longer line
 MAX_WRITE_BYTES = 4 * 1024 * 1024
@@ -143,7 +145,7 @@ class FileTools:
         except OSError as exc:
             raise ToolError(f"{given}: {exc.strerror}") from None
         try:
-            if not self._inside(Path(os.readlink(f"/proc/self/fd/{fd}"))):
+            if not self._inside(Path(sandbox.opened_path(fd, p))):
                 raise ToolError(f"{given}: outside the workspace {self.root}; only files inside it can be used")
             if stat.S_ISDIR(os.fstat(fd).st_mode):
                 raise ToolError(f"{given}: is a folder; use Glob to list it")

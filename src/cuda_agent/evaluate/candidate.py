@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_agent import sandbox
 from cuda_agent.errors import CandidateError
 
 KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
@@ -54,7 +55,7 @@ def _read(path: Path, within: Path | None = None) -> str:
         raise CandidateError(f"{path}: cannot be read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as f:
         if within is not None:
-            opened = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path)
+            opened = sandbox.opened_path(fd, path)
             if not opened.startswith(os.path.realpath(within).rstrip("/") + "/"):
                 raise CandidateError(f"{path}: a link to {opened}, outside the workspace {within}; the "
                                      "workspace's files must lie in it")
