@@ -168,6 +168,37 @@ def test_a_candidate_with_the_tasks_shape_written_in_does_not_generalize_and_kee
     assert "failed at 2 of 2" in gen["why"]
 
 
+# scratch memory that grows with the inputs, on a device with too little left for 1.5x the task's
+OUT_OF_MEMORY_WHEN_LARGER = """\
+            if x.numel() > 16 * 32 * 64:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.54 GiB")
+            return (x + self.bias).clamp_min(0)"""
+# the same error raised at every size but the task's, to dodge the trials
+OUT_OF_MEMORY_WHEN_OTHER = """\
+            if x.numel() != 16 * 32 * 64:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.54 GiB")
+            return (x + self.bias).clamp_min(0)"""
+
+
+def test_out_of_memory_at_larger_sizes_is_skipped_and_smaller_ones_are_tried_instead(tmp_path, cache_dir):
+    res = _run(tmp_path, cache_dir, OUT_OF_MEMORY_WHEN_LARGER, require_generalization=True)
+    assert res.correct and res.reward == 1 and not res.failures, res.reasons
+    gen = res.generalization
+    assert gen["generalizes"] is True, gen
+    assert [s["scale"] for s in gen["skipped"]] == [1.5, 2.0]
+    assert all("out of memory at" in s["why"] and "Tried to allocate" in s["why"] for s in gen["skipped"])
+    assert [(t["scale"], t["ok"]) for t in gen["tried"]] == [(0.5, True), (0.25, True)]
+
+
+def test_out_of_memory_at_a_smaller_size_is_the_candidates_failure(tmp_path, cache_dir):
+    res = _run(tmp_path, cache_dir, OUT_OF_MEMORY_WHEN_OTHER, require_generalization=True)
+    assert not res.correct and [r.code for r in res.failures] == [Code.SHAPE_SPECIFIC]
+    gen = res.generalization
+    assert gen["generalizes"] is False
+    assert [(t["scale"], t["ok"], t["reason"]) for t in gen["tried"]] == [
+        (0.5, False, "out_of_memory"), (0.25, False, "out_of_memory")]
+
+
 def test_require_generalization_makes_a_shape_specific_candidate_incorrect(tmp_path, cache_dir):
     res = _run(tmp_path, cache_dir, FIXED_COUNT, require_generalization=True)
     assert not res.correct and res.reward == -1

@@ -22,8 +22,9 @@ def shape_trials(ev: "Evaluation") -> None:
     correctness trials are. Sizes the task cannot take (the reference fails or is not finite,
     the inputs would exceed the memory bound) and sizes that push a tensor past 2^31 elements
     where the task's stay below (32-bit indexing: Judge._past_32_bit) are skipped, not held
-    against the candidate; its
-    own failure there (an exception, a crash, a wrong answer) means it does not generalise,
+    against the candidate; so is running out of memory at sizes larger than the task's
+    (`_outgrown`). Its own failure there (an exception, a crash, a wrong answer, out of memory
+    at a smaller size) means it does not generalise,
     which fails the evaluation only under `require_generalization` (KernelBench's contract
     fixes the shapes)."""
     from cuda_agent.evaluate.evaluation import weights_seed  # (the module that calls this one)
@@ -49,7 +50,10 @@ def shape_trials(ev: "Evaluation") -> None:
                 if f.role == "judge" or f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR):
                     gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
                     break
-                gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
+                if (why := _outgrown(scale, f.code, f.message)) is not None:
+                    gen["skipped"].append({**entry, "why": why})
+                else:
+                    gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
                 if ev.candidate.proc.poll() is not None:
                     gen["why"] = "the candidate's process ended in a shape trial: no more were tried"
                     break
@@ -58,6 +62,9 @@ def shape_trials(ev: "Evaluation") -> None:
                 gen["skipped"].append({**entry, "why": ev.skipped.get(key, "")[-1000:]})
                 continue
             code, verdict, _ = outcomes[key]
+            if (why := _outgrown(scale, code, (verdict or {}).get("message") or "")) is not None:
+                gen["skipped"].append({**entry, "why": why})
+                continue
             entry.update(ok=code is None, reason=None if code is None else code.value,
                          message=(verdict or {}).get("message") or "")
             if code is None and isinstance((verdict or {}).get("error"), dict):
@@ -83,3 +90,16 @@ def shape_trials(ev: "Evaluation") -> None:
                      "a kernel correct at every size the task can take")
         ev.res.correct = False
 
+
+
+def _outgrown(scale: float, code: Code | None, message: str) -> str | None:
+    """Why a shape trial's failure is not counted: the candidate ran out of memory at sizes larger
+    than the task's. A kernel's scratch memory grows with its inputs (an im2col buffer, a split-K
+    workspace), and the GPU is shared with other evaluations, so at 1.5x an honest kernel may find
+    none left; that says nothing of sizes baked in. At a smaller size, which takes less than the
+    task's own, out of memory is the candidate's failure (and an out-of-memory error raised on
+    purpose to dodge a trial still fails there). None: count the failure."""
+    if code is not Code.OUT_OF_MEMORY or scale <= 1:
+        return None
+    return (f"out of memory at {scale}x the task's sizes, larger than the task's: not counted "
+            f"(the memory left on a shared device, not the kernel's sizes): {message[-500:]}")
