@@ -260,6 +260,7 @@ def test_bench_reads_a_leaderboard_dump_split_by_model_and_stores_what_it_claims
     # the reports put the claims beside the verdicts: disagreements first, every sample's code in the page
     md = (tmp_path / "runs" / "raw_data-cpu-model_b" / "report.md").read_text()
     assert "## Claimed against measured" in md and "claimed correct, judged not" in md
+    assert "0 judged correct here (0 agree on correctness)" in md and "no speedup to set against" in md
     assert "](claims.png)" in md and (tmp_path / "runs" / "raw_data-cpu-model_b" / "claims.png").stat().st_size > 5000
     page = (tmp_path / "runs" / "raw_data-cpu-model-a" / "report.html").read_text()
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
@@ -299,7 +300,9 @@ def test_a_cuda_l1_dump_is_judged_against_its_own_reference_with_tasks_from_dump
     judges the kernel against the dump's own reference, under the task set's name."""
     _kernelbench(tmp_path / "kb")
     rows = [{"level_id": 1, "task_id": 1, "ref_code": TASK, "custom_code": RIGHT, "score_default": 1.1},
-            {"level_id": 1, "task_id": 2, "ref_code": TASK, "custom_code": RIGHT, "score_default": 2.0}]
+            {"level_id": 1, "task_id": 2, "ref_code": TASK, "custom_code": RIGHT, "score_default": 2.0},
+            {"level_id": 1, "task_id": 3, "ref_code": TASK, "custom_code": "None", "score_default": 7.2},  # no kernel
+            {"level_id": 2, "task_id": 1, "ref_code": TASK, "custom_code": RIGHT, "score_default": 1.0}]
     dump = tmp_path / "h100.json"
     dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
     plain = subprocess.run(_bench(tmp_path, dump, "--json", "--no-report"), capture_output=True, text=True, timeout=900)
@@ -307,13 +310,15 @@ def test_a_cuda_l1_dump_is_judged_against_its_own_reference_with_tasks_from_dump
     assert "read as CUDA-L1" in plain.stderr
     assert "1 solution(s) judged, though the dump's reference differs a little" in plain.stderr
     assert "level1/2_TanhBias: its reference differs a little" in plain.stderr
-    own = subprocess.run(_bench(tmp_path, dump, "--tasks-from-dump", "--run", "own", "--json", "--no-report"),
+    own = subprocess.run(_bench(tmp_path, dump, "--tasks-from-dump", "--level", "1", "--run", "own", "--json",
+                                "--no-report"),
                          capture_output=True, text=True, timeout=900)
     assert own.returncode == 0, own.stderr[-3000:]
-    assert "2 task(s) from the dump's own reference code" in own.stderr
+    assert "2 task(s) from the dump's own reference code" in own.stderr  # (not level 2's, nor the row without one)
     with Store(tmp_path / "runs" / "bench.sqlite") as store:
         judged = {r.task: r.result.correct for r in store.records("h100-cpu")}
-        assert judged == {"level1/1_ReluBias": True, "level1/2_TanhBias": False}  # a relu kernel, a tanh task
+        assert judged == {"level1/1_ReluBias": True, "level1/2_TanhBias": False,  # a relu kernel, a tanh task
+                          "level2/1_ReluBias2": True}
         assert {r.task: r.result.correct for r in store.records("own")} == {
             "level1/1_ReluBias": True, "level1/2_TanhBias": True}  # the dump's relu reference, the set's name
 

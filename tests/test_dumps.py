@@ -30,13 +30,16 @@ def test_cuda_l1s_file_is_read_as_published(tmp_path):
     rows = [{"level_id": 1, "task_id": 19, "ref_code": TASK, "custom_code": kernel("l1-19"), "cuda_graph_code": "x",
              "score_default": 2.75, "score_torch_compile_default": 1.5, "score_cudnn": None},
             {"level_id": 1, "task_id": 20, "ref_code": TASK, "custom_code": None, "score_default": None},
-            {"level_id": 2, "task_id": 1, "ref_code": TASK, "custom_code": kernel("l2-1"), "score_default": 0.9}]
+            {"level_id": 2, "task_id": 1, "ref_code": TASK, "custom_code": kernel("l2-1"), "score_default": 0.9},
+            # as 17 rows of h100.json: no kernel, written as text, beside a score of another variant's
+            {"level_id": 1, "task_id": 8, "ref_code": TASK, "custom_code": "None", "cudnn_code": kernel("v"),
+             "score_default": 7.207}]
     dump = tmp_path / "h100.json"
     dump.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert is_dump(dump)
     entries, shapes = read_dump(dump)
     assert shapes == {str(dump): "CUDA-L1"}
-    assert [(e.level, e.problem) for e in entries] == [(1, 19), (2, 1)]  # task 20 has no kernel
+    assert [(e.level, e.problem) for e in entries] == [(1, 19), (2, 1)]  # tasks 20 and 8 have none
     first = entries[0]
     assert first.claimed["speedup"] == 2.75 and first.claimed["score_torch_compile_default"] == 1.5
     assert first.ref_code == TASK and first.model == "CUDA-L1"

@@ -162,6 +162,15 @@ def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 # -- recognising --
+def _kernel_code(x: Any) -> str | None:
+    """A row's kernel source, or None where the row has none: null, empty, or a missing value
+    written out as text (CUDA-L1's h100.json has `"custom_code": "None"` in 17 rows whose scores
+    belong to its other variants; a table written by pandas has "nan")."""
+    if not isinstance(x, str) or x.strip().lower() in ("", "none", "null", "nan"):
+        return None
+    return x
+
+
 def _number(x: Any) -> float | None:
     try:
         v = float(x)
@@ -195,8 +204,8 @@ def _level(row: dict[str, Any], origin: str, key: str) -> int:
 
 
 def _cuda_l1(origin: str, row: dict[str, Any]) -> Entry | None:
-    code = row.get("custom_code")
-    if not isinstance(code, str) or not code.strip():
+    code = _kernel_code(row.get("custom_code"))
+    if code is None:
         return None  # CUDA-L1 has no kernel for this task
     scores = {k: _number(v) for k, v in row.items() if k.startswith("score")}
     level = _level(row, origin, "level_id")
@@ -207,8 +216,8 @@ def _cuda_l1(origin: str, row: dict[str, Any]) -> Entry | None:
 
 
 def _leaderboard(origin: str, row: dict[str, Any]) -> Entry | None:
-    code = row.get("code")
-    if not isinstance(code, str) or not code.strip():
+    code = _kernel_code(row.get("code"))
+    if code is None:
         return None
     figures = {k: v for k, v in ((k, _number(v)) for k, v in row.items() if "speedup" in k.lower()) if v is not None}
     # over eager PyTorch (`torch_speedup`), not over torch.compile, whatever the columns' order
@@ -237,8 +246,8 @@ def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
                          f"{', '.join(sorted(row))}")
-    code = row[cols.code]
-    if not isinstance(code, str) or not code.strip():
+    code = _kernel_code(row[cols.code])
+    if code is None:
         return None
     problem = _int(row[cols.problem], origin, cols.problem) + (1 - cols.base)
     return Entry(origin, _int(row[cols.level], origin, cols.level), problem, code,

@@ -96,6 +96,16 @@ def claimed_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "median_measured_over_claimed": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None}
 
 
+def claims_sentence(summary: dict[str, Any], disagree: str) -> str:
+    """`claimed_summary` in words (report.md and report.html)."""
+    ratio = summary["median_measured_over_claimed"]
+    speed = (f"measured speedup over claimed, median {ratio}x" if ratio is not None else
+             "no speedup to set against a claimed one (no kernel with a claimed speedup was judged correct)")
+    return (f"{summary['samples']} samples carry the dump's claims: {summary['claimed_correct']} claimed correct, "
+            f"{summary['judged_correct']} judged correct here ({summary['agree_on_correctness']} agree on "
+            f"correctness); {summary['disagreements']} {disagree}; {speed}")
+
+
 def write_html(rows: list[dict[str, Any]], runs: list[str], out: Path, metrics_html: str, plots: list[Path]) -> Path:
     """Write `out/report.html` for `runs` (one, or two side by side) from their `samples` rows:
     `metrics_html` is the metrics table already made, `plots` the PNGs to inline."""
@@ -108,10 +118,7 @@ def write_html(rows: list[dict[str, Any]], runs: list[str], out: Path, metrics_h
     claims = ""
     if summary is not None:
         claims = ("<h2>Claimed against measured</h2><p>" + html.escape(
-            f"{summary['samples']} samples carry the dump's claims: {summary['claimed_correct']} claimed correct, "
-            f"{summary['judged_correct']} judged correct here, {summary['agree_on_correctness']} agree on "
-            f"correctness; {summary['disagreements']} disagree (listed first below); measured speedup over "
-            f"claimed, median {summary['median_measured_over_claimed']}") + "</p>")
+            claims_sentence(summary, "disagree (listed first below)")) + "</p>")
     data = json.dumps(rows).replace("</", "<\\/")
     page = PAGE.format(title=html.escape(" vs ".join(runs)), metrics=metrics_html, claims=claims, plots=images,
                        data=data)

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.html_report import SPEEDUP_DISAGREES, claimed_summary, samples, write_html
+from cuda_agent.bench.html_report import SPEEDUP_DISAGREES, claimed_summary, claims_sentence, samples, write_html
 from cuda_agent.bench.metrics import FAST_P, fast_p
 from cuda_agent.bench.runner import Summary, summarize_run
 from cuda_agent.bench.store import Store
@@ -134,11 +134,7 @@ def _claims(rows: list[dict[str, Any]]) -> list[str]:
     summary = claimed_summary(rows)
     if summary is None:
         return []
-    lines = ["", "## Claimed against measured", "",
-             f"{summary['samples']} samples carry the dump's claims: {summary['claimed_correct']} claimed correct, "
-             f"{summary['judged_correct']} judged correct here ({summary['agree_on_correctness']} agree on "
-             f"correctness); measured speedup over claimed, median {summary['median_measured_over_claimed']}; "
-             f"{summary['disagreements']} disagree:", ""]
+    lines = ["", "## Claimed against measured", "", claims_sentence(summary, "disagree, listed below") + ".", ""]
     bad = [r for r in rows if r["disagreement"]]
     if bad:
         lines += ["| task | sample | model | disagreement | our reasons |", "| --- | --- | --- | --- | --- |"]

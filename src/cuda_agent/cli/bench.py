@@ -73,6 +73,10 @@ def _dump_runs(args: argparse.Namespace, tasks: list, device: str, err) -> tuple
     entries, shapes = read_dump(args.solutions, Columns.parse(args.columns) if args.columns else None)
     for file, shape in shapes.items():
         err.print(f"{file}: read as {shape}", highlight=False)
+    if args.level:  # (the task set is cut to them already; a dump's own tasks are not)
+        entries = [e for e in entries if e.level in args.level]
+        if not entries:
+            raise CudaAgentError(f"{args.solutions}: no kernel of level {', '.join(map(str, args.level))} in the dump")
     if args.tasks_from_dump:
         tasks[:] = dump_tasks(entries, tasks)
         err.print(f"{len(tasks)} task(s) from the dump's own reference code", highlight=False)
