@@ -204,6 +204,27 @@ def test_an_honest_layernorm_passes_with_its_affine_redrawn_by_name(tmp_path, ca
     # one without its affine fails: cat10_default_init_layernorm in the adversarial suite
 
 
+def test_a_module_moved_inside_inference_mode_at_init_takes_the_weights(tmp_path, cache_dir):
+    """A warm-up in __init__ under torch.inference_mode() that moves or converts the module (as
+    CUDA-L1's EfficientNet does with `.cuda()`) leaves its buffers inference tensors, which take an
+    in-place copy only inside inference mode: loading the reference's running statistics into them
+    is not the candidate's runtime error."""
+    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "bn_relu.py", """
+        class ModelNew(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.bn = nn.BatchNorm2d(channels)
+                with torch.inference_mode():
+                    self.to(torch.float64).to(torch.float32)
+                assert self.bn.running_var.is_inference()
+            def forward(self, x):
+                with torch.inference_mode():
+                    return torch.relu(self.bn(x))
+        """, HEADER)
+    assert res.correct and res.reward == 1, res.reasons
+    assert res.weights["rule"] == "redrawn" and res.weights["redrawn"] == 4
+
+
 def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(tmp_path, cache_dir):
     # a pattern of a real kernel: a temporary nn.Linear whose tensors are kept under other names
     body = """

@@ -10,6 +10,8 @@ checked against the harness's clock.
 
 from __future__ import annotations
 
+import contextlib
+
 import fcntl
 import importlib.util
 import os
@@ -149,11 +151,17 @@ class Runner:
     def cmd_load_weights(self, keys: list[str] | None = None) -> dict[str, Any]:
         """Load the state buffers the judge wrote (`keys`; all of them by default). An alias gets
         the buffer of the name it aliases: the same value into the same tensor."""
-        if keys is None or set(keys) == set(self.state):
-            self.model.load_state_dict(self.state | {a: self.state[k] for a, k in self.aliases.items()},
-                                       strict=True)
-        else:
-            self.model.load_state_dict({k: self.state[k] for k in keys if k in self.state}, strict=False)
+        import torch
+
+        # A module moved or converted inside torch.inference_mode() (a warm-up in __init__) holds
+        # inference tensors, which take an in-place copy only inside inference mode.
+        inference = any(t.is_inference() for t in self.model.state_dict().values())
+        with torch.inference_mode() if inference else contextlib.nullcontext():
+            if keys is None or set(keys) == set(self.state):
+                self.model.load_state_dict(self.state | {a: self.state[k] for a, k in self.aliases.items()},
+                                           strict=True)
+            else:
+                self.model.load_state_dict({k: self.state[k] for k in keys if k in self.state}, strict=False)
         self.timer.sync(spin=False)
         del self.state
         self.exporter.release(everything=True)
