@@ -4,7 +4,7 @@
 #   device run: bash benchmarks/gpu/ab.sh reuse_judges=false   (carry .kb)
 # ROUNDS (default 3): passes over the candidates per GPU; LIMIT_A, LIMIT_B: seconds per run.
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+source "$(dirname "$0")/env.sh"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: ab.sh FIELD=VALUE ... (the B side's EvalConfig changes)" >&2; exit 2; }
 cache=$(mktemp -d /tmp/ab-cache.XXXX)

@@ -4,7 +4,8 @@
 # KernelBench's run layout; the other 96 tasks have none and count as failures), then the report.
 #   device run: bash benchmarks/gpu/bench.sh   (carry .kb = a copy of KernelBench's task folders)
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
+source "$(dirname "$0")/env.sh"
+export CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 t0=$(date +%s)

@@ -12,7 +12,8 @@
 # BENCH_LIMIT (default 150) bounds the bench step (a cold machine builds its four solutions first).
 # ADV_HOW=--service runs the suite through a warm evaluation service instead of an Evaluator.
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/dev"
+source "$(dirname "$0")/env.sh"
+export CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 steps=" ${STEPS:-adversarial bench gpu} "
 if [[ $steps == *" adversarial "* ]]; then

@@ -18,7 +18,8 @@
 # warm-up per task would cost most of a call; every defence stays on, the timed calls included), as
 # the stores of 2026-12-01 were made: a resume must pass bench the same arguments.
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE="$PWD/.cache/corpus"
+source "$(dirname "$0")/env.sh"
+export CUDA_AGENT_CACHE="$PWD/.cache/corpus"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 [ -f .corpus/selection.jsonl ] || { echo "corpus.sh: no .corpus/selection.jsonl: run corpus.py select and stage here, then carry .corpus"; exit 2; }
 t0=$(date +%s)

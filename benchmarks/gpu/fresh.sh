@@ -14,7 +14,7 @@
 # $OUT/fresh-cache.tgz, and a copy of that file at .fresh/cache.tgz (carried with .fresh) is
 # unpacked into a cache that lacks them, so that a fresh machine skips measuring them again.
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+source "$(dirname "$0")/env.sh"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 CACHE="$PWD/.cache/fresh"
 steps=" ${STEPS:-tests alone parallel} "

@@ -3,7 +3,7 @@
 # whole evaluator benchmark, shortest table last. The defences and GPU tests: checks.sh.
 #   device run: bash benchmarks/gpu/speed.sh   (carry .kb = a copy of KernelBench's task folders)
 set -uo pipefail
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+source "$(dirname "$0")/env.sh"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 t0=$(date +%s)
