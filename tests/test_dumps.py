@@ -238,3 +238,22 @@ def test_a_kernelbench_run_folders_own_verdicts_are_its_claims(tmp_path):
     with pytest.raises(UsageError, match="keyed by problem id"):
         run_folder_claims(run, found.solutions)
     assert Columns.parse("level=l,problem=p:0,code=c").base == 0 and Columns.parse("level=l,problem=p:0,code=c").problem == "p"
+
+
+def test_the_claims_sentence_says_which_disagreements_are_the_strict_policys_rules():
+    """A dump measured under KernelBench's rules, judged under the strict policy: the report says how
+    many of the disagreements are only the strict rules' (PyTorch compute in forward...), and that
+    no speedup can be set against a claimed one when none was judged correct."""
+    from cuda_agent.bench.html_report import claimed_summary, claims_sentence
+
+    def row(correct, strict_only, eager=None):
+        return {"claimed_correct": True, "claimed_speedup": 2.0, "correct": correct, "eager": eager,
+                "disagreement": None if correct else "claimed correct, judged not", "strict_only": strict_only}
+
+    summary = claimed_summary([row(False, True), row(False, True), row(False, False)])
+    assert summary["disagreements"] == 3 and summary["disagree_by_strict_rules"] == 2
+    said = claims_sentence(summary, "disagree")
+    assert "3 disagree (2 of them only for a rule of the strict policy" in said and "--policy kernelbench" in said
+    assert "no speedup to set against a claimed one" in said and "None" not in said
+    plain = claims_sentence(claimed_summary([row(True, False, eager=1.0), row(False, False)]), "disagree")
+    assert "strict policy" not in plain and "median 0.5x" in plain

@@ -45,6 +45,11 @@ def _spread(eager: Any, cand: Any) -> list[float] | None:
     return [round(eager.median / hi, 3), round(eager.median / lo, 3)]
 
 
+# failures that only the strict policy gives (CUDA Agent's rules, not KernelBench's): a dump measured
+# under KernelBench's rules is told that these disagreements are the rules'
+STRICT_RULES = frozenset({"torch_fallback", "decoy_kernel", "state_dict_mismatch"})
+
+
 def agreement(measured_correct: bool, measured_speedup: float | None, claimed: dict[str, Any]) -> str | None:
     """How a dump's claim and our verdict disagree, or None where they agree (or nothing is claimed)."""
     said = claimed.get("correct")
@@ -71,6 +76,8 @@ def samples(store: Store, run: str) -> list[dict[str, Any]]:
             "run": run, "task": r.task, "level": r.level, "sample": r.sample, "model": c.get("model"),
             "correct": bool(res.correct), "reward": res.reward,
             "codes": [x.code.value for x in res.reasons if x.kind.value != "info"],
+            "strict_only": not res.correct and bool(res.failures)
+                           and all(x.code.value in STRICT_RULES for x in res.failures),
             "reasons": [f"{x.code.value}: {x.message}" for x in res.reasons],
             "eager": res.speedup_eager, "compile": res.speedup_compile, "spread": spread,
             "sol": (res.sol or {}).get("fraction"), "generalizes": (res.generalization or {}).get("generalizes"),
@@ -93,6 +100,8 @@ def claimed_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "judged_correct": sum(r["correct"] for r in said),
             "agree_on_correctness": sum(bool(r["claimed_correct"]) == r["correct"] for r in said),
             "disagreements": sum(r["disagreement"] is not None for r in with_claims),
+            "disagree_by_strict_rules": sum(r["disagreement"] is not None and bool(r.get("strict_only"))
+                                            for r in with_claims),
             "median_measured_over_claimed": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None}
 
 
@@ -101,9 +110,13 @@ def claims_sentence(summary: dict[str, Any], disagree: str) -> str:
     ratio = summary["median_measured_over_claimed"]
     speed = (f"measured speedup over claimed, median {ratio}x" if ratio is not None else
              "no speedup to set against a claimed one (no kernel with a claimed speedup was judged correct)")
+    strict = summary.get("disagree_by_strict_rules") or 0
+    rule = (f" ({strict} of them only for a rule of the strict policy: PyTorch compute in forward, a decoy "
+            "kernel, weights under other names; the dump's figures were measured without those rules, and "
+            "--policy kernelbench judges as KernelBench does)" if strict else "")
     return (f"{summary['samples']} samples carry the dump's claims: {summary['claimed_correct']} claimed correct, "
             f"{summary['judged_correct']} judged correct here ({summary['agree_on_correctness']} agree on "
-            f"correctness); {summary['disagreements']} {disagree}; {speed}")
+            f"correctness); {summary['disagreements']} {disagree}{rule}; {speed}")
 
 
 def write_html(rows: list[dict[str, Any]], runs: list[str], out: Path, metrics_html: str, plots: list[Path]) -> Path:
