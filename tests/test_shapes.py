@@ -186,8 +186,28 @@ def test_out_of_memory_at_larger_sizes_is_skipped_and_smaller_ones_are_tried_ins
     gen = res.generalization
     assert gen["generalizes"] is True, gen
     assert [s["scale"] for s in gen["skipped"]] == [1.5, 2.0]
-    assert all("out of memory at" in s["why"] and "Tried to allocate" in s["why"] for s in gen["skipped"])
+    assert all("out of memory at" in s["why"] and "Tried to allocate" in s["why"] and s["reason"] == "out_of_memory"
+               for s in gen["skipped"])
     assert [(t["scale"], t["ok"]) for t in gen["tried"]] == [(0.5, True), (0.25, True)]
+
+
+def test_out_of_memory_at_larger_sizes_counts_in_the_evaluators_second_try_alone(tmp_path, cache_dir):
+    """Through an Evaluator, the skip is the cue for a second try with the device to itself, where
+    out of memory is no neighbour's doing: a kernel that feigns it at larger sizes (here it raises
+    the error; on a GPU it could ask for more than the device has) does not generalise."""
+    from cuda_agent.evaluate import Evaluator
+
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, policy="kernelbench", timing=False, timeout_s=60, shapes=2,
+                     require_generalization=True)
+    with Evaluator(cfg, jobs=1, warm=0) as ev:
+        res = ev.evaluate(load_task(_file(tmp_path, "task.py", TASK)),
+                          load_candidate(_candidate(tmp_path, OUT_OF_MEMORY_WHEN_LARGER)))
+    assert not res.correct and [r.code for r in res.failures] == [Code.SHAPE_SPECIFIC], res.reasons
+    retried = [r for r in res.reasons if r.code is Code.RETRIED_ALONE]
+    assert len(retried) == 1 and "a shape trial at 1.5x" in retried[0].message
+    gen = res.generalization
+    assert gen["generalizes"] is False and gen["skipped"] == []
+    assert [(t["scale"], t["ok"], t["reason"]) for t in gen["tried"]] == [(1.5, False, "out_of_memory"), (0.5, True, None)]
 
 
 def test_out_of_memory_at_a_smaller_size_is_the_candidates_failure(tmp_path, cache_dir):

@@ -94,8 +94,10 @@ def sweep_stale(work: Path | None) -> None:
 class Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
                  gpu: str | None = None, background_teardown: bool = False,
-                 memory: Callable[[], contextlib.AbstractContextManager] | None = None):
+                 memory: Callable[[], contextlib.AbstractContextManager] | None = None, alone: bool = False):
         """`pool`: warm workers to take from; `gpu`: the GPU (index) it runs on.
+        `alone`: a second try with the device to itself (the Evaluator's), where running out of
+        memory is no neighbour's doing (shape_trials.py counts it).
         `background_teardown`: return the verdict once the workers' output is in, while their
         processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`).
         `memory`: the admission to the GPU's work and memory (the Evaluator's gate and
@@ -105,7 +107,7 @@ class Evaluation:
         keep one another off it."""
         self.task, self.cand, self.cfg = task, candidate, config
         self.background_teardown = background_teardown
-        self.memory = memory
+        self.memory, self.alone = memory, alone
         self.held = contextlib.ExitStack()
         self.pool, self.gpu = pool, gpu
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())

@@ -45,6 +45,7 @@ from cuda_agent.evaluate.isolate import isolation_support
 from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import wait_teardowns
+from cuda_agent.evaluate.shape_trials import short_of_memory
 from cuda_agent.evaluate.locks import DeviceLock, Gate, MemoryLedger
 from cuda_agent.evaluate.result import Code, EvalResult, Kind, Reason
 from cuda_agent.tasks import Task
@@ -93,8 +94,13 @@ def _measures_baselines(cfg: EvalConfig, task: Task) -> bool:
 
 def _shortage(res: EvalResult) -> Reason | None:
     """The first failure that a neighbour on the same GPU may have caused (out of memory, or
-    infra-kind), or None."""
-    return next((r for r in res.reasons if r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA), None)
+    infra-kind), or a shape trial skipped for out of memory (shape_trials.py: counted only alone),
+    or None."""
+    if (r := next((r for r in res.reasons if r.code is Code.OUT_OF_MEMORY or r.kind is Kind.INFRA), None)):
+        return r
+    if (skip := short_of_memory(res.generalization)) is not None:
+        return Reason(Code.OUT_OF_MEMORY, f"a shape trial at {skip['scale']}x ({skip['sizes']}): {skip['why']}")
+    return None
 
 
 class Evaluator(EvaluatorBase):
@@ -243,7 +249,7 @@ class Evaluator(EvaluatorBase):
                     # a try that ran short may have proved wrong.
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
                                      memory=(lambda: self._memory(gpu, ledger.budget + 1)) if ledger is not None
-                                     else None).run()
+                                     else None, alone=True).run()
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {short.gist()}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)

@@ -22,8 +22,9 @@ def shape_trials(ev: "Evaluation") -> None:
     correctness trials are. Sizes the task cannot take (the reference fails or is not finite,
     the inputs would exceed the memory bound) and sizes that push a tensor past 2^31 elements
     where the task's stay below (32-bit indexing: Judge._past_32_bit) are skipped, not held
-    against the candidate; so is running out of memory at sizes larger than the task's
-    (`_outgrown`). Its own failure there (an exception, a crash, a wrong answer, out of memory
+    against the candidate; so is running out of memory at sizes larger than the task's beside
+    other evaluations (`_outgrown`: the Evaluator then runs it again alone, where it counts). Its
+    own failure there (an exception, a crash, a wrong answer, out of memory
     at a smaller size) means it does not generalise,
     which fails the evaluation only under `require_generalization` (KernelBench's contract
     fixes the shapes)."""
@@ -50,8 +51,8 @@ def shape_trials(ev: "Evaluation") -> None:
                 if f.role == "judge" or f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR):
                     gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
                     break
-                if (why := _outgrown(scale, f.code, f.message)) is not None:
-                    gen["skipped"].append({**entry, "why": why})
+                if (why := _outgrown(scale, f.code, f.message, ev.alone)) is not None:
+                    gen["skipped"].append({**entry, "why": why, "reason": f.code.value})
                 else:
                     gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
                 if ev.candidate.proc.poll() is not None:
@@ -62,8 +63,8 @@ def shape_trials(ev: "Evaluation") -> None:
                 gen["skipped"].append({**entry, "why": ev.skipped.get(key, "")[-1000:]})
                 continue
             code, verdict, _ = outcomes[key]
-            if (why := _outgrown(scale, code, (verdict or {}).get("message") or "")) is not None:
-                gen["skipped"].append({**entry, "why": why})
+            if (why := _outgrown(scale, code, (verdict or {}).get("message") or "", ev.alone)) is not None:
+                gen["skipped"].append({**entry, "why": why, "reason": code.value})
                 continue
             entry.update(ok=code is None, reason=None if code is None else code.value,
                          message=(verdict or {}).get("message") or "")
@@ -92,14 +93,22 @@ def shape_trials(ev: "Evaluation") -> None:
 
 
 
-def _outgrown(scale: float, code: Code | None, message: str) -> str | None:
+def _outgrown(scale: float, code: Code | None, message: str, alone: bool) -> str | None:
     """Why a shape trial's failure is not counted: the candidate ran out of memory at sizes larger
-    than the task's. A kernel's scratch memory grows with its inputs (an im2col buffer, a split-K
-    workspace), and the GPU is shared with other evaluations, so at 1.5x an honest kernel may find
-    none left; that says nothing of sizes baked in. At a smaller size, which takes less than the
-    task's own, out of memory is the candidate's failure (and an out-of-memory error raised on
-    purpose to dodge a trial still fails there). None: count the failure."""
-    if code is not Code.OUT_OF_MEMORY or scale <= 1:
+    than the task's, beside other evaluations. A kernel's scratch memory grows with its inputs (an
+    im2col buffer, a split-K workspace) and the GPU is shared, so at 1.5x an honest kernel may find
+    none left; that says nothing of sizes baked in. The skip carries `reason: out_of_memory`, and
+    the Evaluator runs such an evaluation again with the device to itself (`alone`), where out of
+    memory counts: so a kernel that feigns it (raises the error, or asks for more than the device
+    has) at larger sizes still fails them. At a smaller size, which takes less than the task's
+    own, it always counts. None: count the failure."""
+    if code is not Code.OUT_OF_MEMORY or scale <= 1 or alone:
         return None
-    return (f"out of memory at {scale}x the task's sizes, larger than the task's: not counted "
-            f"(the memory left on a shared device, not the kernel's sizes): {message[-500:]}")
+    return (f"out of memory at {scale}x the task's sizes, beside other evaluations: not counted here (run "
+            f"again alone by the Evaluator, it counts): {message[-500:]}")
+
+
+def short_of_memory(gen: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first size set that `shape_trials` skipped for out of memory beside other evaluations,
+    or None: the Evaluator's cue for a second try alone."""
+    return next((s for s in (gen or {}).get("skipped", []) if s.get("reason") == Code.OUT_OF_MEMORY.value), None)
