@@ -119,6 +119,30 @@ def test_any_table_through_columns_parquet_included(tmp_path):
     assert by_sample[3].startswith("# a") and by_sample[0].startswith("# b")  # its own id, then the first free one
 
 
+def test_a_dataset_of_model_replies_with_task_names_is_read_through_columns(tmp_path):
+    """Generations as Hugging Face datasets keep them: a column of task names in place of level and
+    problem ids, and each model's whole reply, prose around its fenced module."""
+    reply = ("Here is a faster kernel.\n\n```python\n" + kernel("fenced") + "```\n\nIt fuses the two ops.")
+    rows = [{"task": "level1/19_ReLU", "model": "m", "response": reply},
+            {"task": "level_1_problem_20_sample_0_kernel.py", "model": "m", "response": kernel("plain")},
+            {"task": "level2/1_Conv2D_ReLU_BiasAdd", "model": "m", "response": "I cannot do this one."}]
+    dump = tmp_path / "gens.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UsageError) as err:
+        read_dump(dump)
+    assert "--columns task=task,code=response,model=model,base=1" in str(err.value)
+    entries, _ = read_dump(dump, Columns.parse("task=task,code=response,model=model"))
+    assert [(e.level, e.problem) for e in entries] == [(1, 19), (1, 20), (2, 1)]
+    assert entries[0].code == kernel("fenced")  # the fenced module, without the prose
+    assert entries[1].code == kernel("plain") and entries[2].code == "I cannot do this one."  # (left to the evaluator)
+    # names without a level take it from a level column; a name without either says what to do
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"lv": 1, "name": "19_ReLU.py", "code": kernel("x")}) + "\n")
+    assert [(e.level, e.problem) for e in read_dump(bare, Columns.parse("task=name,level=lv,code=code"))[0]] == [(1, 19)]
+    with pytest.raises(UsageError, match="add level=COLUMN for names without a level"):
+        read_dump(bare, Columns.parse("task=name,code=code"))
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"level": 1, "problem_id": 0, "model": "m", "code": "x"}\n{"level": 1,\n', ":2: not a JSON row"),
     ("[1, 2]", "must be a JSON object"),

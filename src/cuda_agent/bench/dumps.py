@@ -43,7 +43,9 @@ from cuda_agent.tasks import Task, validate_task_source
 
 SUFFIXES = (".json", ".jsonl", ".parquet")
 SIMILARITY = 0.9  # a dump's reference this far from the task's (text, formatting and comments aside) is another task
-COLUMN_KEYS = ("level", "problem", "code", "model", "sample", "ref", "base")
+COLUMN_KEYS = ("level", "problem", "task", "code", "model", "sample", "ref", "base")
+# a task's name as dumps write it: level1/19_ReLU(.py), level_1_problem_19(_sample_0...), 1/19_ReLU
+TASK_NAME = re.compile(r"^\s*level[_ ]?(\d+)(?:/|_problem_|[_ ]+)(\d+)(?=\b|_)|^\s*(\d+)/(\d+)(?=_|\b)", re.I)
 GROUP = "group"  # rows held in an object by key ({"1": [...], ...}) get the key in this column
 
 
@@ -66,9 +68,10 @@ class Entry:
 class Columns:
     """Which column holds what, for a dump of no known shape; `base`: the first problem id (0 or 1)."""
 
-    level: str
-    problem: str
+    level: str | None
+    problem: str | None
     code: str
+    task: str | None = None  # a column of task names (level1/19_ReLU), in place of level and problem
     model: str | None = None
     sample: str | None = None
     ref: str | None = None
@@ -77,7 +80,8 @@ class Columns:
     @classmethod
     def parse(cls, text: str) -> "Columns":
         """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R],base=0|1` (base: 1 if left out;
-        `problem=P:0` says the same as base=0)."""
+        `problem=P:0` says the same as base=0), or `task=T,code=C,...`: a column of task names
+        (level1/19_ReLU, level_1_problem_19) in place of level and problem."""
         pairs: dict[str, str] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, sep, value = part.partition("=")
@@ -88,13 +92,14 @@ class Columns:
             pairs[key] = value
         if pairs.get("problem", "")[-2:] in (":0", ":1"):  # problem=COLUMN:0, the same as base=0
             pairs["problem"], pairs["base"] = pairs["problem"][:-2], pairs["problem"][-1]
-        missing = [k for k in ("level", "problem", "code") if k not in pairs]
+        missing = [k for k in (("code",) if "task" in pairs else ("level", "problem", "code")) if k not in pairs]
         if missing:
-            raise UsageError(f"--columns {text!r}: name the column of {', '.join(missing)} too")
+            raise UsageError(f"--columns {text!r}: name the column of {', '.join(missing)} too (or task=COLUMN "
+                             "for a column of task names such as level1/19_ReLU, in place of level and problem)")
         base = pairs.pop("base", "1")
         if base not in ("0", "1"):
             raise UsageError(f"--columns {text!r}: base must be 0 or 1 (the first problem id), not {base!r}")
-        return cls(**pairs, base=int(base))
+        return cls(**{"level": None, "problem": None, **pairs}, base=int(base))
 
 
 # -- reading --
@@ -165,9 +170,20 @@ def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
 def _kernel_code(x: Any) -> str | None:
     """A row's kernel source, or None where the row has none: null, empty, or a missing value
     written out as text (CUDA-L1's h100.json has `"custom_code": "None"` in 17 rows whose scores
-    belong to its other variants; a table written by pandas has "nan")."""
+    belong to its other variants; a table written by pandas has "nan"). A model's whole reply
+    (prose around ```python fences, as datasets of generations keep it) gives its fenced module
+    (`pyparse.extract_module`: the block defining ModelNew); a reply without one is kept as it is,
+    for the evaluator to say what is wrong with it."""
     if not isinstance(x, str) or x.strip().lower() in ("", "none", "null", "nan"):
         return None
+    if "```" in x:
+        try:
+            ast.parse(x)
+        except SyntaxError:
+            try:
+                return pyparse.extract_module(x, "ModelNew")
+            except ValueError:
+                return x
     return x
 
 
@@ -241,7 +257,7 @@ SHAPES = (
 
 
 def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None:
-    missing = [c for c in (cols.level, cols.problem, cols.code, cols.model, cols.sample, cols.ref)
+    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref)
                if c is not None and c not in row]
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
@@ -249,12 +265,28 @@ def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None
     code = _kernel_code(row[cols.code])
     if code is None:
         return None
-    problem = _int(row[cols.problem], origin, cols.problem) + (1 - cols.base)
-    return Entry(origin, _int(row[cols.level], origin, cols.level), problem, code,
+    level, problem = _level_problem(cols, origin, row)
+    return Entry(origin, level, problem, code,
                  model=str(row[cols.model]) if cols.model and row[cols.model] is not None else None,
                  sample=_int(row[cols.sample], origin, cols.sample) if cols.sample and row[cols.sample] is not None else None,
                  ref_code=row[cols.ref] if cols.ref and isinstance(row[cols.ref], str) else None,
                  claimed={"correct": _claimed_correct(row)})
+
+
+def _level_problem(cols: Columns, origin: str, row: dict[str, Any]) -> tuple[int, int]:
+    """A row's level and problem id (from 1), from their columns or from a task name (`task=`;
+    a level column, where given, serves names without a level: 19_ReLU)."""
+    if cols.task is None:
+        return (_int(row[cols.level], origin, cols.level),
+                _int(row[cols.problem], origin, cols.problem) + (1 - cols.base))
+    name = str(row[cols.task])
+    if (m := TASK_NAME.match(name)) is not None:
+        level, problem = (int(g) for g in (m.groups()[:2] if m.group(1) else m.groups()[2:]))
+        return level, problem + (1 - cols.base)
+    if cols.level is not None and (m := re.match(r"^\s*(\d+)(?=_|\.py|$)", Path(name).name)) is not None:
+        return _int(row[cols.level], origin, cols.level), int(m.group(1)) + (1 - cols.base)
+    raise UsageError(f"{origin}: {cols.task} is {name!r}, not a task name with its level and problem "
+                     "(level1/19_ReLU, level_1_problem_19); add level=COLUMN for names without a level (19_ReLU)")
 
 
 def suggest_columns(row: dict[str, Any]) -> str:
@@ -265,9 +297,12 @@ def suggest_columns(row: dict[str, Any]) -> str:
         return next((k for w in words for k in keys if w in k.lower()), None)
 
     strings = [k for k in keys if isinstance(row[k], str)]
-    code = pick("code", "kernel", "solution", "completion") or max(strings, key=lambda k: len(row[k]), default="CODE")
-    parts = {"level": pick("level", "lvl") or "LEVEL", "problem": pick("problem", "task", "pid") or "PROBLEM",
-             "code": code}
+    code = pick("code", "kernel", "solution", "completion", "response", "generation", "output") or \
+        max(strings, key=lambda k: len(row[k]), default="CODE")
+    named = next((k for k in strings if k != code and TASK_NAME.match(row[k])), None)
+    parts = ({"task": named} if named is not None else
+             {"level": pick("level", "lvl") or "LEVEL", "problem": pick("problem", "task", "pid") or "PROBLEM"})
+    parts["code"] = code
     if (model := pick("model")) is not None:
         parts["model"] = model
     if (sample := pick("sample")) is not None:

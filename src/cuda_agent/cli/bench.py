@@ -204,8 +204,10 @@ def add_parsers(sub) -> None:
                    "KernelBench leaderboard's are recognised, any other through --columns; default for "
                    "`examples`: the bundled candidates")
     p.add_argument("--columns", default=None, metavar="KEY=COLUMN,...",
-                   help="which column of a dump holds what: level=...,problem=...,code=... and optionally "
-                   "model=..., sample=..., ref=..., and base=0 where its problem ids count from 0 (default 1)")
+                   help="which column of a dump holds what: level=...,problem=...,code=... (or task=... for a "
+                   "column of task names such as level1/19_ReLU, in place of level and problem) and optionally "
+                   "model=..., sample=..., ref=..., and base=0 where its problem ids count from 0 (default 1); "
+                   "a code column of whole model replies gives their fenced ```python module")
     p.add_argument("--tasks-from-dump", action="store_true",
                    help="judge a dump's kernels against the reference code it carries (CUDA-L1's ref_code), "
                    "not the task set's (whose names it keeps)")
