@@ -180,8 +180,21 @@ OUT_OF_MEMORY_WHEN_OTHER = """\
             return (x + self.bias).clamp_min(0)"""
 
 
-def test_out_of_memory_at_larger_sizes_is_skipped_and_smaller_ones_are_tried_instead(tmp_path, cache_dir):
-    res = _run(tmp_path, cache_dir, OUT_OF_MEMORY_WHEN_LARGER, require_generalization=True)
+def test_out_of_memory_at_larger_sizes_is_left_to_a_second_try_alone_and_smaller_ones_are_tried(tmp_path, cache_dir):
+    """In a try that a second try alone will follow (the Evaluator's first), out of memory at a
+    larger size is skipped and smaller sizes are tried in its place; where none follows (a lone
+    evaluate()), it counts."""
+    from cuda_agent.evaluate.evaluation import Evaluation
+
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, policy="kernelbench", timing=False, timeout_s=60, shapes=2,
+                     require_generalization=True)
+    task = load_task(_file(tmp_path, "task.py", TASK))
+    cand = load_candidate(_candidate(tmp_path, OUT_OF_MEMORY_WHEN_LARGER))
+    lone = evaluate(task, cand, cfg)
+    assert not lone.correct and [r.code for r in lone.failures] == [Code.SHAPE_SPECIFIC]
+    assert [(t["scale"], t["ok"], t["reason"]) for t in lone.generalization["tried"]] == [
+        (1.5, False, "out_of_memory"), (0.5, True, None)]
+    res = Evaluation(task, cand, cfg, retry_alone=True).run()
     assert res.correct and res.reward == 1 and not res.failures, res.reasons
     gen = res.generalization
     assert gen["generalizes"] is True, gen
@@ -211,7 +224,13 @@ def test_out_of_memory_at_larger_sizes_counts_in_the_evaluators_second_try_alone
 
 
 def test_out_of_memory_at_a_smaller_size_is_the_candidates_failure(tmp_path, cache_dir):
-    res = _run(tmp_path, cache_dir, OUT_OF_MEMORY_WHEN_OTHER, require_generalization=True)
+    """Even in a try that leaves larger sizes to a second try alone."""
+    from cuda_agent.evaluate.evaluation import Evaluation
+
+    cfg = EvalConfig(device="cpu", cache_dir=cache_dir, policy="kernelbench", timing=False, timeout_s=60, shapes=2,
+                     require_generalization=True)
+    res = Evaluation(load_task(_file(tmp_path, "task.py", TASK)),
+                     load_candidate(_candidate(tmp_path, OUT_OF_MEMORY_WHEN_OTHER)), cfg, retry_alone=True).run()
     assert not res.correct and [r.code for r in res.failures] == [Code.SHAPE_SPECIFIC]
     gen = res.generalization
     assert gen["generalizes"] is False

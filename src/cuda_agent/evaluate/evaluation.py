@@ -94,10 +94,11 @@ def sweep_stale(work: Path | None) -> None:
 class Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
                  gpu: str | None = None, background_teardown: bool = False,
-                 memory: Callable[[], contextlib.AbstractContextManager] | None = None, alone: bool = False):
+                 memory: Callable[[], contextlib.AbstractContextManager] | None = None, retry_alone: bool = False):
         """`pool`: warm workers to take from; `gpu`: the GPU (index) it runs on.
-        `alone`: a second try with the device to itself (the Evaluator's), where running out of
-        memory is no neighbour's doing (shape_trials.py counts it).
+        `retry_alone`: a shortage of this try (out of memory beside other evaluations) is followed by
+        a second try with the device to itself (the Evaluator's), so shape trials may leave out of
+        memory at larger sizes to that try (shape_trials.py); otherwise it counts here.
         `background_teardown`: return the verdict once the workers' output is in, while their
         processes exit (and their CUDA contexts go) in a thread of their own (`wait_teardowns`).
         `memory`: the admission to the GPU's work and memory (the Evaluator's gate and
@@ -107,7 +108,7 @@ class Evaluation:
         keep one another off it."""
         self.task, self.cand, self.cfg = task, candidate, config
         self.background_teardown = background_teardown
-        self.memory, self.alone = memory, alone
+        self.memory, self.retry_alone = memory, retry_alone
         self.held = contextlib.ExitStack()
         self.pool, self.gpu = pool, gpu
         self.res = EvalResult(task=task.id, candidate=candidate.origin, config=config.to_json())

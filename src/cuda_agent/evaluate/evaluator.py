@@ -231,7 +231,7 @@ class Evaluator(EvaluatorBase):
         try:
             waited = 0.0
             res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
-                             memory=admit).run()
+                             memory=admit, retry_alone=True).run()
             # A neighbour on the GPU (an evaluation of this pool or of another process sharing the
             # cache's locks) may have taken what it lacked: a second try, with the GPU to itself.
             if (short := _shortage(res)) is not None:
@@ -249,7 +249,7 @@ class Evaluator(EvaluatorBase):
                     # a try that ran short may have proved wrong.
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
                                      memory=(lambda: self._memory(gpu, ledger.budget + 1)) if ledger is not None
-                                     else None, alone=True).run()
+                                     else None).run()
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {short.gist()}; this verdict is the second try, alone")
                 res.phases_s["first_try"] = first.phases_s.get("total", 0.0)

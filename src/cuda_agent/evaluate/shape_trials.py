@@ -23,7 +23,7 @@ def shape_trials(ev: "Evaluation") -> None:
     the inputs would exceed the memory bound) and sizes that push a tensor past 2^31 elements
     where the task's stay below (32-bit indexing: Judge._past_32_bit) are skipped, not held
     against the candidate; so is running out of memory at sizes larger than the task's beside
-    other evaluations (`_outgrown`: the Evaluator then runs it again alone, where it counts). Its
+    other evaluations, where the Evaluator will run it again alone (`_outgrown`). Its
     own failure there (an exception, a crash, a wrong answer, out of memory
     at a smaller size) means it does not generalise,
     which fails the evaluation only under `require_generalization` (KernelBench's contract
@@ -51,7 +51,7 @@ def shape_trials(ev: "Evaluation") -> None:
                 if f.role == "judge" or f.code in (Code.INFRA_ERROR, Code.REFERENCE_ERROR):
                     gen["why"] = f"shape trials stopped: the evaluator failed at sizes {scaled}: {f.message[-1000:]}"
                     break
-                if (why := _outgrown(scale, f.code, f.message, ev.alone)) is not None:
+                if (why := _outgrown(scale, f.code, f.message, ev.retry_alone)) is not None:
                     gen["skipped"].append({**entry, "why": why, "reason": f.code.value})
                 else:
                     gen["tried"].append({**entry, "ok": False, "reason": f.code.value, "message": f.message[-2000:]})
@@ -63,7 +63,7 @@ def shape_trials(ev: "Evaluation") -> None:
                 gen["skipped"].append({**entry, "why": ev.skipped.get(key, "")[-1000:]})
                 continue
             code, verdict, _ = outcomes[key]
-            if (why := _outgrown(scale, code, (verdict or {}).get("message") or "", ev.alone)) is not None:
+            if (why := _outgrown(scale, code, (verdict or {}).get("message") or "", ev.retry_alone)) is not None:
                 gen["skipped"].append({**entry, "why": why, "reason": code.value})
                 continue
             entry.update(ok=code is None, reason=None if code is None else code.value,
@@ -93,19 +93,20 @@ def shape_trials(ev: "Evaluation") -> None:
 
 
 
-def _outgrown(scale: float, code: Code | None, message: str, alone: bool) -> str | None:
-    """Why a shape trial's failure is not counted: the candidate ran out of memory at sizes larger
-    than the task's, beside other evaluations. A kernel's scratch memory grows with its inputs (an
+def _outgrown(scale: float, code: Code | None, message: str, retry_alone: bool) -> str | None:
+    """Why a shape trial's failure is not counted in this try: the candidate ran out of memory at
+    sizes larger than the task's, beside other evaluations, and a second try alone will follow
+    (`retry_alone`, the Evaluator's first try). A kernel's scratch memory grows with its inputs (an
     im2col buffer, a split-K workspace) and the GPU is shared, so at 1.5x an honest kernel may find
-    none left; that says nothing of sizes baked in. The skip carries `reason: out_of_memory`, and
-    the Evaluator runs such an evaluation again with the device to itself (`alone`), where out of
-    memory counts: so a kernel that feigns it (raises the error, or asks for more than the device
-    has) at larger sizes still fails them. At a smaller size, which takes less than the task's
-    own, it always counts. None: count the failure."""
-    if code is not Code.OUT_OF_MEMORY or scale <= 1 or alone:
+    none left; that says nothing of sizes baked in. The skip carries `reason: out_of_memory`, the
+    Evaluator's cue to run the evaluation again with the device to itself, where out of memory
+    counts: so a kernel that feigns it (raises the error, or asks for more than the device has) at
+    larger sizes still fails them. At a smaller size, which takes less than the task's own, and
+    where no second try follows, it always counts. None: count the failure."""
+    if code is not Code.OUT_OF_MEMORY or scale <= 1 or not retry_alone:
         return None
-    return (f"out of memory at {scale}x the task's sizes, beside other evaluations: not counted here (run "
-            f"again alone by the Evaluator, it counts): {message[-500:]}")
+    return (f"out of memory at {scale}x the task's sizes, beside other evaluations: not counted in this try "
+            f"(the second try, alone, counts it): {message[-500:]}")
 
 
 def short_of_memory(gen: dict[str, Any] | None) -> dict[str, Any] | None:
