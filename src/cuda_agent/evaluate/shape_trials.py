@@ -23,11 +23,10 @@ def shape_trials(ev: "Evaluation") -> None:
     the inputs would exceed the memory bound) and sizes that push a tensor past 2^31 elements
     where the task's stay below (32-bit indexing: Judge._past_32_bit) are skipped, not held
     against the candidate; so is running out of memory at sizes larger than the task's beside
-    other evaluations, where the Evaluator will run it again alone (`_outgrown`). Its
-    own failure there (an exception, a crash, a wrong answer, out of memory
-    at a smaller size) means it does not generalise,
-    which fails the evaluation only under `require_generalization` (KernelBench's contract
-    fixes the shapes)."""
+    other evaluations, where the Evaluator will run it again alone (`_outgrown`). Its own failure
+    there (an exception, a crash, a wrong answer, out of memory at a smaller size) means it does
+    not generalise, which fails the evaluation only under `require_generalization` (KernelBench's
+    contract fixes the shapes)."""
     from cuda_agent.evaluate.evaluation import weights_seed  # (the module that calls this one)
 
     cfg, t0 = ev.cfg, time.monotonic()
@@ -90,7 +89,6 @@ def shape_trials(ev: "Evaluation") -> None:
                      f"({first['reason']}: {first['message'][:1000]}); --require-generalization asks for "
                      "a kernel correct at every size the task can take")
         ev.res.correct = False
-
 
 
 def _outgrown(scale: float, code: Code | None, message: str, retry_alone: bool) -> str | None:
