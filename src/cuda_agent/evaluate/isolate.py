@@ -69,7 +69,8 @@ def cache_views(cache_dir: Path, uid: int | None = None) -> list[str]:
 
     Where bwrap runs as the sandbox's own user (`uid`, sandbox.Support.bwrap_uid: a root caller
     without setpriv) and that user cannot enter the cache folder (root's default cache under its
-    0700 home; pytest's 0700 temporary root), bwrap could not bind them: each then lives under VIEWS_PARENT in a folder of this cache's own
+    0700 home; pytest's 0700 temporary root), bwrap could not bind them: each then lives under
+    VIEWS_PARENT in a folder of this cache's own
     (`cuda-agent-views-<caller's uid>/<digest of the cache's path>`), and the cache keeps a link to
     it, so the harness writes where sandboxes read. Sandboxes still see them at the cache's path,
     and never VIEWS_PARENT (hidden, as /tmp is)."""

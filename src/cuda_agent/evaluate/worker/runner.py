@@ -11,7 +11,6 @@ checked against the harness's clock.
 from __future__ import annotations
 
 import contextlib
-
 import fcntl
 import importlib.util
 import os
