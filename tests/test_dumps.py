@@ -143,6 +143,102 @@ def test_a_dataset_of_model_replies_with_task_names_is_read_through_columns(tmp_
         read_dump(bare, Columns.parse("task=name,code=code"))
 
 
+FUNCTIONAL = """import torch
+import torch.nn as nn
+
+
+def module_fn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ weight.t() + bias)
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        linear = nn.Linear(n, n)
+        self.weight = nn.Parameter(linear.weight.clone())
+        self.bias = nn.Parameter(linear.bias.clone())
+
+    def forward(self, x, fn=module_fn):
+        return fn(x, self.weight, self.bias)
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return [4]
+"""
+# quotes of both kinds, backslashes and a triple quote: the source must reach the compiler unchanged
+CUDA = ('#include <torch/extension.h>\n// a \'\'\' and a """ in a comment, "\\n" in a string\n'
+        "torch::Tensor forward(torch::Tensor x, torch::Tensor w, torch::Tensor b) { return x; }\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "fused linear relu"); }\n')
+
+
+def test_the_ai_cuda_engineers_archive_is_read_and_its_kernels_run_as_it_ran_them(tmp_path, monkeypatch):
+    """Sakana AI's archive (level_<n>.parquet): each kernel is a CUDA extension exporting forward(),
+    run by the task's functional form with the extension passed as `fn`; its claims are `Correct`
+    and `CUDA_Speedup_Native` (over eager)."""
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    from cuda_agent.parquet import write_rows
+
+    base = {"Op_Name": "19_ReLU", "Level_ID": 1, "Task_ID": 19, "PyTorch_Code_Module": TASK,
+            "PyTorch_Code_Functional": FUNCTIONAL, "CUDA_Runtime": 0.01, "PyTorch_Native_Runtime": 0.018,
+            "Max_Diff": 0.0, "Error": None, "Clang_Tidy": ""}
+    rows = [{**base, "Kernel_Name": "19_relu_fused_base", "CUDA_Code": CUDA, "Correct": True,
+             "CUDA_Speedup_Native": 1.8, "CUDA_Speedup_Compile": 0.9},
+            {**base, "Kernel_Name": "19_relu_broken", "CUDA_Code": CUDA, "Correct": False,
+             "CUDA_Speedup_Native": None, "CUDA_Speedup_Compile": None, "Error": "CUDA error: misaligned"},
+            {**base, "Kernel_Name": "19_relu_empty", "CUDA_Code": "", "Correct": False}]
+    dump = write_rows(tmp_path / "level_1.parquet", rows)
+    entries, shapes = read_dump(dump)
+    assert shapes[str(dump)] == "AI CUDA Engineer"
+    assert [(e.level, e.problem, e.model) for e in entries] == [(1, 19, "AI CUDA Engineer")] * 2
+    assert entries[0].ref_code == TASK
+    assert entries[0].claimed == {"correct": True, "speedup": 1.8, "CUDA_Speedup_Native": 1.8,
+                                  "CUDA_Speedup_Compile": 0.9, "kernel_name": "19_relu_fused_base"}
+    assert entries[1].claimed == {"correct": False, "speedup": None, "kernel_name": "19_relu_broken"}
+    found, _, _ = to_solutions(entries, TASKS, tmp_path / "s")
+    assert [s.sample for s in found.solutions] == [0, 1]  # several kernels of one task: its samples
+
+    built = []
+
+    def load_inline(name, cpp_sources, cuda_sources=None, **kwargs):
+        built.append((cpp_sources, cuda_sources, kwargs.get("functions")))
+        return type("Extension", (), {"forward": staticmethod(lambda x, w, b: torch.sigmoid(x @ w.t() + b))})
+
+    monkeypatch.setattr(cpp_extension, "load_inline", load_inline)
+    module: dict = {}
+    exec(compile(entries[0].code, "model_new.py", "exec"), module)
+    assert built == [("", CUDA, None)]  # the source as published; its own PYBIND11_MODULE binds forward
+    torch.manual_seed(0)
+    reference = module["Model"](4)
+    torch.manual_seed(0)
+    new = module["ModelNew"](4)
+    assert list(new.state_dict()) == list(reference.state_dict())
+    x = torch.randn(2, 4)
+    assert torch.equal(new(x), torch.sigmoid(x @ reference.weight.t() + reference.bias))  # the extension's forward
+    assert torch.equal(reference(x), torch.relu(x @ reference.weight.t() + reference.bias))
+
+
+def test_claimed_figures_of_any_table_are_read_by_their_names_or_the_columns_named(tmp_path):
+    rows = [{"level": 1, "problem": 19, "code": kernel("a"), "Correct": True, "Speedup_vs_Compile": 0.7,
+             "speedup_vs_eager": 2.5, "ok": "false", "ratio": 3.0},
+            {"level": 1, "problem": 19, "code": kernel("b"), "Correct": 1, "speedup_vs_eager": "nan",
+             "ok": "true", "ratio": None}]
+    dump = tmp_path / "gens.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    named = read_dump(dump, Columns.parse("level=level,problem=problem,code=code"))[0]
+    assert named[0].claimed == {"correct": True, "speedup": 2.5, "Speedup_vs_Compile": 0.7, "speedup_vs_eager": 2.5}
+    assert named[1].claimed == {"correct": True, "speedup": None}
+    chosen = read_dump(dump, Columns.parse("level=level,problem=problem,code=code,correct=ok,speedup=ratio"))[0]
+    assert [(e.claimed["correct"], e.claimed["speedup"]) for e in chosen] == [(False, 3.0), (True, None)]
+    with pytest.raises(UsageError, match="no column 'passed'"):
+        read_dump(dump, Columns.parse("level=level,problem=problem,code=code,correct=passed"))
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"level": 1, "problem_id": 0, "model": "m", "code": "x"}\n{"level": 1,\n', ":2: not a JSON row"),
     ("[1, 2]", "must be a JSON object"),

@@ -82,6 +82,14 @@ def test_a_unit_that_needs_the_full_header_is_compiled_again_as_written(tmp_path
     assert "error" not in done.stderr  # the light attempts' errors are not the candidate's
 
 
+@pytest.mark.parametrize("binding", ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &f); }",
+                                     "void bind(pybind11::module_& m);", "py::object g();"])
+def test_a_unit_that_binds_itself_to_python_is_compiled_as_written_at_once(tmp_path, binding):
+    done, calls, out = _compile(tmp_path, INCLUDES + "torch::Tensor f(torch::Tensor x);\n" + binding + "\n")
+    assert done.returncode == 0 and calls == [None]
+    assert Path(f"{out}.how").read_text() == "as written\ntensor, light: not tried: the unit binds itself to Python (pybind11)\n"
+
+
 def test_a_unit_with_an_error_of_its_own_gets_the_errors_of_its_source_as_written(tmp_path):
     done, calls, out = _compile(tmp_path, INCLUDES + "BROKEN\n")
     assert done.returncode == 1 and calls == [*BOTH, None]

@@ -11,8 +11,17 @@ file, or a folder of them. Its shape says which it is:
   claimed correct: CUDA-L1 publishes the kernels that passed its own checks, with their speedups.
 - The KernelBench leaderboard's `raw_data.json`: `level`, `problem_id` (from 0), `model`, `code`,
   and speedups (`speedup*` columns) and correctness where it gives them.
+- The AI CUDA Engineer's archive (Sakana AI, `level_<n>.parquet` on Hugging Face): `Level_ID`,
+  `Task_ID` (from 1), `CUDA_Code` (a CUDA extension exporting `forward`, not a ModelNew module),
+  `PyTorch_Code_Functional` (the task with its computation in `module_fn`, which `Model.forward`
+  takes as `fn=`), `PyTorch_Code_Module` (the task), `Correct`, `CUDA_Speedup_Native`. Each
+  kernel becomes the module its archive ran (`functional_candidate`).
 - Anything else through `Columns` (`--columns level=...,problem=...,code=...,model=...,sample=...`),
   which says whether problem ids count from 0 or 1.
+
+Claimed figures are read the same way from every shape (`claims`): correctness from a column named
+`correct` (`Correct`, `is_correct`, `correctness`, `passed`), speedups from the columns whose name
+holds `speedup`, the one over eager PyTorch (`eager`, `native`, else not `compile`) as the claim.
 
 `read_dump` turns a dump into `Entry` rows (the claimed figures kept beside the code);
 `to_solutions` writes each entry's code into a folder in KernelBench's run layout and matches it
@@ -43,7 +52,8 @@ from cuda_agent.tasks import Task, validate_task_source
 
 SUFFIXES = (".json", ".jsonl", ".parquet")
 SIMILARITY = 0.9  # a dump's reference this far from the task's (text, formatting and comments aside) is another task
-COLUMN_KEYS = ("level", "problem", "task", "code", "model", "sample", "ref", "base")
+COLUMN_KEYS = ("level", "problem", "task", "code", "model", "sample", "ref", "correct", "speedup", "base")
+CORRECT_NAMES = ("correct", "correctness", "is_correct", "passed")  # a column of claimed correctness, any case
 # a task's name as dumps write it: level1/19_ReLU(.py), level_1_problem_19(_sample_0...), 1/19_ReLU
 TASK_NAME = re.compile(r"^\s*level[_ ]?(\d+)(?:/|_problem_|[_ ]+)(\d+)(?=\b|_)|^\s*(\d+)/(\d+)(?=_|\b)", re.I)
 GROUP = "group"  # rows held in an object by key ({"1": [...], ...}) get the key in this column
@@ -75,13 +85,15 @@ class Columns:
     model: str | None = None
     sample: str | None = None
     ref: str | None = None
+    correct: str | None = None  # the dump's claimed correctness (else a column named like CORRECT_NAMES)
+    speedup: str | None = None  # its claimed speedup over eager (else a column named *speedup*)
     base: int = 1
 
     @classmethod
     def parse(cls, text: str) -> "Columns":
-        """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R],base=0|1` (base: 1 if left out;
-        `problem=P:0` says the same as base=0), or `task=T,code=C,...`: a column of task names
-        (level1/19_ReLU, level_1_problem_19) in place of level and problem."""
+        """`level=L,problem=P,code=C[,model=M][,sample=S][,ref=R][,correct=K][,speedup=X],base=0|1`
+        (base: 1 if left out; `problem=P:0` says the same as base=0), or `task=T,code=C,...`: a
+        column of task names (level1/19_ReLU, level_1_problem_19) in place of level and problem."""
         pairs: dict[str, str] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, sep, value = part.partition("=")
@@ -205,11 +217,25 @@ def _int(x: Any, origin: str, what: str) -> int:
     return v
 
 
-def _claimed_correct(row: dict[str, Any]) -> bool | None:
-    for key in ("correct", "correctness", "is_correct", "passed"):
-        if key in row and isinstance(row[key], (bool, int)) and row[key] in (0, 1, True, False):
-            return bool(row[key])
-    return None
+def claims(row: dict[str, Any], correct: str | None = None, speedup: str | None = None) -> dict[str, Any]:
+    """What a row claims of its kernel: `correct` (a boolean column, `correct` or one named like
+    CORRECT_NAMES in any case), `speedup` (over eager PyTorch: the column `speedup`, else of the
+    columns whose name holds "speedup" one with `eager` or `native` in it, else one without
+    `compile`, whatever their order), and every speedup figure under its own name."""
+    figures = {k: v for k, v in ((k, _number(v)) for k, v in row.items() if "speedup" in k.lower()) if v is not None}
+    if speedup is not None:
+        claimed = _number(row.get(speedup))
+    else:
+        eager = [v for k, v in figures.items() if "eager" in k.lower() or "native" in k.lower()] or \
+            [v for k, v in figures.items() if "compile" not in k.lower()] or list(figures.values())
+        claimed = eager[0] if eager else None
+    lower = {k.lower(): k for k in row}
+    key = correct if correct is not None else next((lower[n] for n in CORRECT_NAMES if n in lower), None)
+    said = row.get(key) if key is not None else None
+    if isinstance(said, str) and said.strip().lower() in ("true", "false"):
+        said = said.strip().lower() == "true"
+    return {"correct": bool(said) if isinstance(said, (bool, int)) and said in (0, 1) else None,
+            "speedup": claimed, **figures}
 
 
 def _level(row: dict[str, Any], origin: str, key: str) -> int:
@@ -235,30 +261,54 @@ def _leaderboard(origin: str, row: dict[str, Any]) -> Entry | None:
     code = _kernel_code(row.get("code"))
     if code is None:
         return None
-    figures = {k: v for k, v in ((k, _number(v)) for k, v in row.items() if "speedup" in k.lower()) if v is not None}
-    # over eager PyTorch (`torch_speedup`), not over torch.compile, whatever the columns' order
-    eager = [v for k, v in figures.items() if "eager" in k.lower()] or \
-        [v for k, v in figures.items() if "compile" not in k.lower()] or list(figures.values())
-    speedup = eager[0] if eager else None
-    correct = _claimed_correct(row)
-    if correct is None and speedup is not None and speedup > 0:
-        correct = True  # the leaderboard times (and lists) only kernels its evaluation found correct
+    claimed = claims(row)
+    if claimed["correct"] is None and claimed["speedup"] is not None and claimed["speedup"] > 0:
+        claimed["correct"] = True  # the leaderboard times (and lists) only kernels its evaluation found correct
     return Entry(origin, _level(row, origin, "level"), _int(row["problem_id"], origin, "problem_id") + 1,
                  code, model=str(row["model"]) if row.get("model") is not None else None,
                  sample=_int(row["sample_id"], origin, "sample_id") if row.get("sample_id") is not None else None,
-                 claimed={"correct": correct, "speedup": speedup, **figures})
+                 claimed=claimed)
+
+
+def functional_candidate(cuda_code: str, functional: str) -> str:
+    """A ModelNew module from a CUDA extension that exports `forward` and the task in functional
+    form (the AI CUDA Engineer's): the functional module as it is, the extension built with
+    `load_inline` (its own PYBIND11_MODULE binds it), and ModelNew, the functional `Model` with
+    the extension's `forward` passed as `fn`, as the archive evaluated it."""
+    return (f"{functional.rstrip()}\n\n\n"
+            "# The kernel: a CUDA extension exporting forward(), run in place of module_fn.\n"
+            "from torch.utils.cpp_extension import load_inline as _load_inline\n\n"
+            f"_CUDA_SOURCE = {cuda_code!r}\n"
+            "_extension = _load_inline(name=\"functional_kernel\", cpp_sources=\"\", cuda_sources=_CUDA_SOURCE)\n\n\n"
+            "class ModelNew(Model):\n"
+            "    def forward(self, *args):\n"
+            "        return super().forward(*args, fn=_extension.forward)\n")
+
+
+def _ai_cuda_engineer(origin: str, row: dict[str, Any]) -> Entry | None:
+    cuda, functional = _kernel_code(row.get("CUDA_Code")), _kernel_code(row.get("PyTorch_Code_Functional"))
+    if cuda is None or functional is None:
+        return None
+    ref = row.get("PyTorch_Code_Module")
+    claimed = claims(row)
+    if isinstance(row.get("Kernel_Name"), str):
+        claimed["kernel_name"] = row["Kernel_Name"]
+    return Entry(origin, _level(row, origin, "Level_ID"), _int(row["Task_ID"], origin, "Task_ID"),
+                 functional_candidate(cuda, functional), model="AI CUDA Engineer",
+                 ref_code=ref if isinstance(ref, str) else None, claimed=claimed)
 
 
 # (name, keys a row must have, one of which, reader): the first that a file's first row fits reads it
 SHAPES = (
     ("CUDA-L1", {"task_id", "custom_code"}, {"level_id", GROUP}, _cuda_l1),
     ("KernelBench leaderboard", {"problem_id", "model", "code"}, {"level", GROUP}, _leaderboard),
+    ("AI CUDA Engineer", {"Task_ID", "CUDA_Code", "PyTorch_Code_Functional"}, {"Level_ID", GROUP}, _ai_cuda_engineer),
 )
 
 
 def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None:
-    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref)
-               if c is not None and c not in row]
+    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref,
+                           cols.correct, cols.speedup) if c is not None and c not in row]
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
                          f"{', '.join(sorted(row))}")
@@ -270,7 +320,7 @@ def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None
                  model=str(row[cols.model]) if cols.model and row[cols.model] is not None else None,
                  sample=_int(row[cols.sample], origin, cols.sample) if cols.sample and row[cols.sample] is not None else None,
                  ref_code=row[cols.ref] if cols.ref and isinstance(row[cols.ref], str) else None,
-                 claimed={"correct": _claimed_correct(row)})
+                 claimed=claims(row, cols.correct, cols.speedup))
 
 
 def _level_problem(cols: Columns, origin: str, row: dict[str, Any]) -> tuple[int, int]:

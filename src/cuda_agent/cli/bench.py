@@ -200,14 +200,16 @@ def add_parsers(sub) -> None:
     p.add_argument("--solutions", type=Path, default=None,
                    help="folder of candidates: one per task (level1/19_ReLU.py, 19_ReLU.py or a workspace "
                    "folder of that name) and/or KernelBench's level_L_problem_P_sample_S_kernel.py files; or a "
-                   "published dump (.json, .jsonl, .parquet, or a folder of them): CUDA-L1's files and the "
-                   "KernelBench leaderboard's are recognised, any other through --columns; default for "
+                   "published dump (.json, .jsonl, .parquet, or a folder of them): CUDA-L1's files, the "
+                   "KernelBench leaderboard's and the AI CUDA Engineer archive's are recognised, any other "
+                   "through --columns; default for "
                    "`examples`: the bundled candidates")
     p.add_argument("--columns", default=None, metavar="KEY=COLUMN,...",
                    help="which column of a dump holds what: level=...,problem=...,code=... (or task=... for a "
                    "column of task names such as level1/19_ReLU, in place of level and problem) and optionally "
-                   "model=..., sample=..., ref=..., and base=0 where its problem ids count from 0 (default 1); "
-                   "a code column of whole model replies gives their fenced ```python module")
+                   "model=..., sample=..., ref=..., the dump's claims correct=... and speedup=... (over eager; by "
+                   "default the columns named correct and *speedup*), and base=0 where its problem ids count "
+                   "from 0 (default 1); a code column of whole model replies gives their fenced ```python module")
     p.add_argument("--tasks-from-dump", action="store_true",
                    help="judge a dump's kernels against the reference code it carries (CUDA-L1's ref_code), "
                    "not the task set's (whose names it keeps)")

@@ -17,9 +17,11 @@ for a unit that calls a torch function qualified (`torch::matmul(`) that the fil
 that compile could only fail, and a failed one costs about what a successful one does. The
 source, its line numbers and every flag stay the candidate's own; a unit that compiles so uses
 nothing beyond what that header declares, and the headers it gets are a subset of those it asked
-for. A unit that compiles with none (it uses `torch::nn`, pybind11, a name only the full header
-brings in, or it has an error of its own) is compiled again exactly as written, and only that
-compile's output and exit status are what the build sees. A unit without <torch/extension.h> is
+for. A unit that compiles with none (it uses `torch::nn`, a name only the full header brings in, or
+it has an error of its own) is compiled again exactly as written, and only that compile's output
+and exit status are what the build sees. A unit that binds itself to Python (`PYBIND11_MODULE`,
+`py::`: extensions built with `load` or with `load_inline(functions=None)`) is compiled as written
+at once: no header of ours declares pybind11. A unit without <torch/extension.h> is
 compiled as written.
 
 Each compile runs nvcc's host and device front ends side by side where it can (`nvcc_stages.py`),
@@ -49,6 +51,7 @@ except ImportError:  # run as a script (the usual way): its folder holds the mod
     import nvcc_stages  # type: ignore[no-redef]
 
 INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"]", re.M)
+BINDS = re.compile(rb"\bPYBIND11_MODULE\s*\(|\bpybind11::|\bpy::")  # only the full header declares these
 QUALIFIED = re.compile(rb"\b(?:torch|at)::([a-z_]\w*)\s*(\(|::)")  # torch::zeros(, at::cuda::
 CALLS = "CALLS"
 
@@ -149,7 +152,9 @@ def main(argv: list[str]) -> int:
     if pch is not None and not only_cuda_unit():
         pch = None
     text = read(option_value(args, "-c"))
-    if INCLUDE.search(text):
+    if INCLUDE.search(text) and BINDS.search(text):  # no header of ours declares pybind11: each compile could only fail
+        why = f"{', '.join(map(tier, shims))}: not tried: the unit binds itself to Python (pybind11)\n".encode()
+    elif INCLUDE.search(text):
         for shim in shims:
             if others := unlisted(shim, text):
                 why += f"{tier(shim)}: not tried: the unit uses {', '.join(others[:8])}\n".encode()
