@@ -239,6 +239,42 @@ def test_claimed_figures_of_any_table_are_read_by_their_names_or_the_columns_nam
         read_dump(dump, Columns.parse("level=level,problem=problem,code=code,correct=passed"))
 
 
+def test_a_table_of_kernel_files_with_its_verdicts_one_object_down(tmp_path):
+    """A table that names each kernel's file (relative to the table) and keeps its evaluation's
+    verdict inside an object, as a run folder's index does."""
+    (tmp_path / "runs" / "m").mkdir(parents=True)
+    (tmp_path / "runs" / "m" / "k19.py").write_text(kernel("from a file"))
+    rows = [{"level": 1, "problem": 19, "file": "runs/m/k19.py", "eval": {"correct": False, "speedup": 0.5}},
+            {"level": 1, "problem": 20, "file": kernel("inline"), "eval": None}]
+    dump = tmp_path / "index.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    entries, _ = read_dump(dump, Columns.parse("level=level,problem=problem,code=file"))
+    assert [e.code for e in entries] == [kernel("from a file"), kernel("inline")]
+    assert entries[0].claimed == {"correct": False, "speedup": 0.5, "eval.speedup": 0.5}
+    assert entries[1].claimed == {"correct": None, "speedup": None}
+    assert read_dump(dump, Columns.parse("level=level,problem=problem,code=file,correct=eval.correct"))[0][0] \
+        .claimed["correct"] is False
+    for bad in ("runs/m/missing.py", "../outside.py", "/etc/hostname.py"):
+        dump.write_text(json.dumps({**rows[0], "file": bad}) + "\n")
+        with pytest.raises(UsageError, match="not a file inside the dump's folder"):
+            read_dump(dump, Columns.parse("level=level,problem=problem,code=file"))
+
+
+def test_the_corpus_index_reads_as_a_dump_with_kernelbenchs_verdicts_as_its_claims():
+    """The real-kernel corpus's verdicts.jsonl (../shared/corpora): 709 kernel files, KernelBench's
+    own verdict of each one object down, 177 of them correct (its README's table)."""
+    from conftest import SHARED
+
+    index = SHARED / "corpora" / "kernelbench-a100-runs" / "verdicts.jsonl"
+    if not index.is_file():
+        pytest.skip("no corpus beside the repository (../shared/corpora)")
+    entries, _ = read_dump(index, Columns.parse("level=level,problem=problem,code=file,model=run"))
+    assert len(entries) == 709 and len({e.model for e in entries}) == 9
+    said = [e.claimed["correct"] for e in entries]
+    assert (said.count(True), said.count(False), said.count(None)) == (177, 464, 68)
+    assert all("class ModelNew" in e.code for e in entries)
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"level": 1, "problem_id": 0, "model": "m", "code": "x"}\n{"level": 1,\n', ":2: not a JSON row"),
     ("[1, 2]", "must be a JSON object"),

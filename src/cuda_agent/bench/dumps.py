@@ -199,6 +199,19 @@ def _kernel_code(x: Any) -> str | None:
     return x
 
 
+def _source_file(x: Any, folder: Path, origin: str) -> Any:
+    """A code cell that names a source file (one line ending in .py, .cu or .cpp: a table of a run
+    folder's kernels) gives the file's text, the path taken from the dump's folder, which it must
+    stay inside; any other cell is the code itself."""
+    if not isinstance(x, str) or "\n" in x.strip() or Path(x.strip()).suffix not in (".py", ".cu", ".cpp"):
+        return x
+    path = (folder / x.strip()).resolve()
+    if not path.is_relative_to(folder.resolve()) or not path.is_file():
+        raise UsageError(f"{origin}: its code names the file {x.strip()!r}, which is not a file inside the dump's "
+                         f"folder {folder}: a code column holds the kernels' source, or their paths from there")
+    return path.read_text(errors="replace")
+
+
 def _number(x: Any) -> float | None:
     try:
         v = float(x)
@@ -217,21 +230,34 @@ def _int(x: Any, origin: str, what: str) -> int:
     return v
 
 
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with the keys of objects inside it one level down as `outer.inner` (a dump that keeps
+    its verdicts as `{"kernelbench": {"correct": ...}}`)."""
+    out = dict(row)
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{inner}": x for inner, x in v.items() if f"{k}.{inner}" not in row})
+    return out
+
+
 def claims(row: dict[str, Any], correct: str | None = None, speedup: str | None = None) -> dict[str, Any]:
     """What a row claims of its kernel: `correct` (a boolean column, `correct` or one named like
-    CORRECT_NAMES in any case), `speedup` (over eager PyTorch: the column `speedup`, else of the
-    columns whose name holds "speedup" one with `eager` or `native` in it, else one without
-    `compile`, whatever their order), and every speedup figure under its own name."""
-    figures = {k: v for k, v in ((k, _number(v)) for k, v in row.items() if "speedup" in k.lower()) if v is not None}
+    CORRECT_NAMES in any case, in the row or one object down in it), `speedup` (over eager
+    PyTorch: the column `speedup`, else of the columns whose name holds "speedup" one with `eager`
+    or `native` in it, else one without `compile`, whatever their order), and every speedup figure
+    under its own name."""
+    flat = _flat(row)
+    figures = {k: v for k, v in ((k, _number(v)) for k, v in flat.items() if "speedup" in k.lower()) if v is not None}
     if speedup is not None:
-        claimed = _number(row.get(speedup))
+        claimed = _number(flat.get(speedup))
     else:
         eager = [v for k, v in figures.items() if "eager" in k.lower() or "native" in k.lower()] or \
             [v for k, v in figures.items() if "compile" not in k.lower()] or list(figures.values())
         claimed = eager[0] if eager else None
-    lower = {k.lower(): k for k in row}
-    key = correct if correct is not None else next((lower[n] for n in CORRECT_NAMES if n in lower), None)
-    said = row.get(key) if key is not None else None
+    if correct is None:
+        named = [k for k in flat if k.lower().rpartition(".")[2] in CORRECT_NAMES]
+        correct = min(named, key=lambda k: ("." in k, CORRECT_NAMES.index(k.lower().rpartition(".")[2])), default=None)
+    said = flat.get(correct) if correct is not None else None
     if isinstance(said, str) and said.strip().lower() in ("true", "false"):
         said = said.strip().lower() == "true"
     return {"correct": bool(said) if isinstance(said, (bool, int)) and said in (0, 1) else None,
@@ -306,20 +332,22 @@ SHAPES = (
 )
 
 
-def _by_columns(cols: Columns, origin: str, row: dict[str, Any]) -> Entry | None:
-    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref,
-                           cols.correct, cols.speedup) if c is not None and c not in row]
+def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path) -> Entry | None:
+    flat = _flat(row)
+    claimed = (cols.correct, cols.speedup) if re.search(r"[#/]0$", origin) else ()  # later rows may leave a claim out
+    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref, *claimed)
+               if c is not None and c not in flat]
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
-                         f"{', '.join(sorted(row))}")
-    code = _kernel_code(row[cols.code])
+                         f"{', '.join(sorted(flat))}")
+    code = _kernel_code(_source_file(flat[cols.code], folder, origin))
     if code is None:
         return None
-    level, problem = _level_problem(cols, origin, row)
+    level, problem = _level_problem(cols, origin, flat)
     return Entry(origin, level, problem, code,
-                 model=str(row[cols.model]) if cols.model and row[cols.model] is not None else None,
-                 sample=_int(row[cols.sample], origin, cols.sample) if cols.sample and row[cols.sample] is not None else None,
-                 ref_code=row[cols.ref] if cols.ref and isinstance(row[cols.ref], str) else None,
+                 model=str(flat[cols.model]) if cols.model and flat[cols.model] is not None else None,
+                 sample=_int(flat[cols.sample], origin, cols.sample) if cols.sample and flat[cols.sample] is not None else None,
+                 ref_code=flat[cols.ref] if cols.ref and isinstance(flat[cols.ref], str) else None,
                  claimed=claims(row, cols.correct, cols.speedup))
 
 
@@ -379,7 +407,7 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
         first = rows[0][1]
         if columns is not None:
             shapes[str(file)] = "columns"
-            read = lambda o, r: _by_columns(columns, o, r)  # noqa: E731
+            read = lambda o, r: _by_columns(columns, o, r, file.parent)  # noqa: E731
         else:
             shape = next(((name, fn) for name, keys, level, fn in SHAPES if keys <= set(first) and level & set(first)),
                          None)

@@ -209,7 +209,8 @@ def add_parsers(sub) -> None:
                    "column of task names such as level1/19_ReLU, in place of level and problem) and optionally "
                    "model=..., sample=..., ref=..., the dump's claims correct=... and speedup=... (over eager; by "
                    "default the columns named correct and *speedup*), and base=0 where its problem ids count "
-                   "from 0 (default 1); a code column of whole model replies gives their fenced ```python module")
+                   "from 0 (default 1); a code column of whole model replies gives their fenced ```python module, "
+                   "one of file paths (relative to the dump) those files; a.b names key b of object a")
     p.add_argument("--tasks-from-dump", action="store_true",
                    help="judge a dump's kernels against the reference code it carries (CUDA-L1's ref_code), "
                    "not the task set's (whose names it keeps)")
