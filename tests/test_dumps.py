@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.bench.dumps import (Columns, dump_tasks, is_dump, read_dump, reference_difference, run_folder_claims,
-                                    split_by_model, to_solutions)
+from cuda_agent.bench.dump_match import dump_tasks, reference_difference, split_by_model, to_solutions
+from cuda_agent.bench.dumps import Columns, is_dump, read_dump, run_folder_claims
 from cuda_agent.bench.solutions import find_solutions
 from cuda_agent.errors import UsageError
 from cuda_agent.tasks import Task
@@ -273,6 +273,24 @@ def test_the_corpus_index_reads_as_a_dump_with_kernelbenchs_verdicts_as_its_clai
     said = [e.claimed["correct"] for e in entries]
     assert (said.count(True), said.count(False), said.count(None)) == (177, 464, 68)
     assert all("class ModelNew" in e.code for e in entries)
+
+
+def test_an_object_of_task_names_and_chats_of_generations_are_dumps(tmp_path):
+    dump = tmp_path / "solutions.json"
+    dump.write_text(json.dumps({"level1/19_ReLU.py": kernel("a"), "level_1_problem_20": kernel("b")}))
+    entries, shapes = read_dump(dump)
+    assert shapes[str(dump)] == "task names" and [(e.level, e.problem, e.code) for e in entries] == \
+        [(1, 19, kernel("a")), (1, 20, kernel("b"))]
+    chat = [{"role": "system", "content": "You write kernels."}, {"role": "user", "content": "Make it fast."},
+            {"role": "assistant", "content": "Here:\n```python\n" + kernel("chat") + "```\n"}]
+    rows = tmp_path / "chats.jsonl"
+    rows.write_text(json.dumps({"task": "level1/19_ReLU", "model": "m", "messages": chat}) + "\n")
+    [entry], _ = read_dump(rows, Columns.parse("task=task,code=messages,model=model"))
+    assert entry.code == kernel("chat") and entry.model == "m"
+    rows.write_text(json.dumps({"task": "level1/19_ReLU", "out": {"text": kernel("x")}}) + "\n")
+    with pytest.raises(UsageError, match="code cell holds dict, not text"):
+        read_dump(rows, Columns.parse("task=task,code=out"))
+    assert read_dump(rows, Columns.parse("task=task,code=out.text"))[0][0].code == kernel("x")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -23,35 +23,26 @@ Claimed figures are read the same way from every shape (`claims`): correctness f
 `correct` (`Correct`, `is_correct`, `correctness`, `passed`), speedups from the columns whose name
 holds `speedup`, the one over eager PyTorch (`eager`, `native`, else not `compile`) as the claim.
 
-`read_dump` turns a dump into `Entry` rows (the claimed figures kept beside the code);
-`to_solutions` writes each entry's code into a folder in KernelBench's run layout and matches it
-to the task set by level and problem id, as `solutions.find_solutions` does for a run folder. A
-dump that carries the reference it ran (CUDA-L1's `ref_code`) is checked against the task it is
-matched to: a reference whose sizes changed, or that differs beyond formatting and comments
-(`reference_difference`), is reported and not judged against another task; `dump_tasks` makes
-the task set from the dump's own references instead (`--tasks-from-dump`). A file of unknown shape
-gets an error that shows the keys found and the `--columns` line that would read it.
+`read_dump` turns a dump into `Entry` rows (the claimed figures kept beside the code); a file of
+unknown shape gets an error that shows the keys found and the `--columns` line that would read it.
+`dump_match.py` matches the entries to a task set.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from cuda_agent import pyparse
-from cuda_agent.bench.solutions import KB_RUN_FILE, Found, Solution
+from cuda_agent.bench.solutions import KB_RUN_FILE, Solution
 from cuda_agent.errors import UsageError
-from cuda_agent.errors import TaskError
-from cuda_agent.tasks import Task, validate_task_source
 
 SUFFIXES = (".json", ".jsonl", ".parquet")
-SIMILARITY = 0.9  # a dump's reference this far from the task's (text, formatting and comments aside) is another task
 COLUMN_KEYS = ("level", "problem", "task", "code", "model", "sample", "ref", "correct", "speedup", "base")
 CORRECT_NAMES = ("correct", "correctness", "is_correct", "passed")  # a column of claimed correctness, any case
 # a task's name as dumps write it: level1/19_ReLU(.py), level_1_problem_19(_sample_0...), 1/19_ReLU
@@ -140,6 +131,8 @@ def read_rows(file: Path) -> list[tuple[str, dict[str, Any]]]:
             raise UsageError(f"{file}: cannot read it as Parquet ({exc})") from None
         return [(f"{file}#{i}", r) for i, r in enumerate(rows)]
     text = file.read_text(errors="replace")
+    if file.suffix.lower() == ".jsonl":
+        return _rows_of(_json_lines(file, text), str(file))
     try:
         data = json.loads(text)
     except json.JSONDecodeError:  # rows one per line (CUDA-L1's .json files are)
@@ -169,7 +162,10 @@ def _rows_of(data: Any, origin: str) -> list[tuple[str, dict[str, Any]]]:
                              f"{type(dict(rows)[bad]).__name__}")
         return rows
     if isinstance(data, dict):
-        lists = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        if data and all(isinstance(v, str) for v in data.values()) and any(TASK_NAME.match(k) for k in data):
+            return [(f"{origin}#{k}", {"task": k, "code": v}) for k, v in data.items()]  # {"level1/19_ReLU": code}
+        lists = {k: v for k, v in data.items()
+                 if isinstance(v, list) and v and isinstance(v[0], dict) and not {"role", "content"} <= set(v[0])}
         if lists:  # {"1": [...], "2": [...]} (rows by level: the key is their column GROUP), or {"data": [...]}
             return [(o, {GROUP: key, **row} if GROUP not in row else row)
                     for key, v in lists.items() for o, row in _rows_of(v, f"{origin}#{key}")]
@@ -199,11 +195,18 @@ def _kernel_code(x: Any) -> str | None:
     return x
 
 
-def _source_file(x: Any, folder: Path, origin: str) -> Any:
-    """A code cell that names a source file (one line ending in .py, .cu or .cpp: a table of a run
-    folder's kernels) gives the file's text, the path taken from the dump's folder, which it must
-    stay inside; any other cell is the code itself."""
-    if not isinstance(x, str) or "\n" in x.strip() or Path(x.strip()).suffix not in (".py", ".cu", ".cpp"):
+def _code_cell(x: Any, folder: Path | None, origin: str) -> Any:
+    """A code cell's text: a cell that names a source file (one line ending in .py, .cu or .cpp: a
+    table of a run folder's kernels) gives the file's text, the path taken from the dump's folder,
+    which it must stay inside; a chat (a list of {"role", "content"} messages, as datasets of
+    generations keep them) its last assistant message; text is the code itself."""
+    if isinstance(x, list) and x and all(isinstance(m, dict) and "content" in m for m in x):
+        said = [m for m in x if m.get("role") == "assistant"] or x
+        return said[-1]["content"]
+    if x is not None and not isinstance(x, str):
+        raise UsageError(f"{origin}: its code cell holds {type(x).__name__}, not text: name the column of the "
+                         "kernels' source (or of file paths, or of chat messages) as code=COLUMN")
+    if x is None or folder is None or "\n" in x.strip() or Path(x.strip()).suffix not in (".py", ".cu", ".cpp"):
         return x
     path = (folder / x.strip()).resolve()
     if not path.is_relative_to(folder.resolve()) or not path.is_file():
@@ -329,10 +332,12 @@ SHAPES = (
     ("CUDA-L1", {"task_id", "custom_code"}, {"level_id", GROUP}, _cuda_l1),
     ("KernelBench leaderboard", {"problem_id", "model", "code"}, {"level", GROUP}, _leaderboard),
     ("AI CUDA Engineer", {"Task_ID", "CUDA_Code", "PyTorch_Code_Functional"}, {"Level_ID", GROUP}, _ai_cuda_engineer),
+    ("task names", {"task", "code"}, {"task"}, lambda o, r: _by_columns(
+        Columns(None, None, "code", task="task", **{k: k for k in ("model", "sample") if k in r}), o, r)),
 )
 
 
-def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path) -> Entry | None:
+def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path | None = None) -> Entry | None:
     flat = _flat(row)
     claimed = (cols.correct, cols.speedup) if re.search(r"[#/]0$", origin) else ()  # later rows may leave a claim out
     missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref, *claimed)
@@ -340,7 +345,7 @@ def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path) -
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
                          f"{', '.join(sorted(flat))}")
-    code = _kernel_code(_source_file(flat[cols.code], folder, origin))
+    code = _kernel_code(_code_cell(flat[cols.code], folder, origin))
     if code is None:
         return None
     level, problem = _level_problem(cols, origin, flat)
@@ -423,135 +428,6 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
     return entries, shapes
 
 
-# -- as solutions --
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "model"
-
-
-def _normalized(source: str) -> str | None:
-    """The module as Python sees it: no comments, no docstrings, one formatting."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
-
-
-def _sizes(source: str) -> dict[str, Any]:
-    """The module-level constants (`batch_size = 16`, `N = 2048 * 2`): where a task keeps its sizes."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}
-    out: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if (v := pyparse.constant(node.value, out)) is not None:
-                out[node.targets[0].id] = v
-    return out
-
-
-def _inputs(normalized: str) -> str | None:
-    """get_inputs and get_init_inputs of a module (`_normalized`): how a task makes its inputs."""
-    try:
-        tree = ast.parse(normalized)
-    except (SyntaxError, ValueError):
-        return None
-    return "\n".join(ast.unparse(n) for n in tree.body
-                     if isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs"))
-
-
-def reference_difference(task: str, theirs: str) -> tuple[str, bool] | None:
-    """How the dump's reference `theirs` differs from the task's source `task`: None where only
-    formatting, comments and docstrings do; else (how, whether it is another task: its sizes
-    changed, its inputs are made otherwise (another distribution is another task), or its text is
-    less than SIMILARITY alike)."""
-    a, b = _normalized(task), _normalized(theirs)
-    if a is not None and a == b:
-        return None
-    ours, their = _sizes(task), _sizes(theirs)
-    changed = [f"{k} = {their[k]!r} there, {ours[k]!r} here" for k in sorted(ours.keys() & their.keys())
-               if ours[k] != their[k]]
-    if changed:
-        return "its sizes changed: " + ", ".join(changed[:4]), True
-    if _inputs(a or task) != _inputs(b or theirs):
-        return "its inputs are made otherwise (get_inputs or get_init_inputs differ)", True
-    ratio = difflib.SequenceMatcher(None, a or task, b or theirs, autojunk=False).ratio()
-    if ratio < SIMILARITY:
-        return f"its reference differs (similarity {ratio:.2f})", True
-    return f"its reference differs a little (similarity {ratio:.2f}); judged against the task set's", False
-
-
-@dataclass
-class Mismatch:
-    """An entry whose reference is not exactly the task's it is matched to: `other` (another task:
-    not judged) or only a little different (judged, and reported)."""
-
-    entry: Entry
-    task: Task
-    why: str
-    other: bool
-
-
-def dump_tasks(entries: list[Entry], names: list[Task]) -> list[Task]:
-    """The task set of the dump's own references (`--tasks-from-dump`): one task per (level,
-    problem) that has a reference, named as the task of the same level and problem in `names`
-    where there is one."""
-    named = {(t.level, t.problem_id): t.name for t in names}
-    tasks: dict[tuple[int, int], Task] = {}
-    for e in entries:
-        if e.ref_code is None or (e.level, e.problem) in tasks:
-            continue
-        try:
-            validate_task_source(e.ref_code, e.origin)
-        except TaskError as exc:
-            raise UsageError(f"{e.origin}: the dump's reference is not a task: {exc}") from None
-        name = named.get((e.level, e.problem), f"{e.problem}_from_dump")
-        tasks[(e.level, e.problem)] = Task(name=name, source=e.ref_code, origin=e.origin, level=e.level,
-                                           problem_id=e.problem)
-    if not tasks:
-        raise UsageError("--tasks-from-dump: the dump carries no reference code (CUDA-L1's `ref_code`, or "
-                         "--columns ref=...); judge it against the task set instead")
-    return [tasks[k] for k in sorted(tasks)]
-
-
-def to_solutions(entries: Iterable[Entry], tasks: list[Task], folder: Path
-                 ) -> tuple[Found, dict[tuple[str, int], Entry], list[Mismatch]]:
-    """Write each entry's code into `folder` in KernelBench's run layout and match it to `tasks` by
-    level and problem id. Samples number a task's entries in the dump's order (its own sample ids
-    where it gives them and they are free). Returns the solutions (entries of no task of the set
-    in `unmatched`, by origin), the entry behind each (task id, sample), and the entries whose
-    reference is not exactly the task's (those of another task left out)."""
-    by_kb = {(t.level, t.problem_id): t for t in tasks if t.level is not None and t.problem_id is not None}
-    folder.mkdir(parents=True, exist_ok=True)
-    found = Found()
-    behind: dict[tuple[str, int], Entry] = {}
-    mismatched: list[Mismatch] = []
-    for e in entries:
-        task = by_kb.get((e.level, e.problem))
-        if task is None:
-            found.unmatched.append(Path(e.origin))
-            continue
-        if e.ref_code is not None and (diff := reference_difference(task.source, e.ref_code)):
-            mismatched.append(Mismatch(e, task, *diff))
-            if diff[1]:
-                continue
-        sample = e.sample if e.sample is not None and (task.id, e.sample) not in behind else 0
-        while (task.id, sample) in behind:
-            sample += 1
-        path = folder / f"level_{e.level}_problem_{e.problem}_sample_{sample}_kernel.py"
-        path.write_text(e.code)
-        behind[(task.id, sample)] = e
-        found.solutions.append(Solution(task, sample, path))
-    found.solutions.sort(key=lambda s: (s.task.level or 0, s.task.problem_id or 0, s.task.id, s.sample))
-    return found, behind, mismatched
-
-
 def run_folder_claims(folder: Path, solutions: list[Solution]) -> list[tuple[str, int, str, dict[str, Any]]]:
     """What a KernelBench run folder's own `eval_results.json` says of its kernels (by problem id,
     one result or a list of them by `sample_id`): compiled, correct, its runtime; for the run store's
@@ -581,12 +457,4 @@ def run_folder_claims(folder: Path, solutions: list[Solution]) -> list[tuple[str
         out.append((sol.task.id, sol.sample, f"{results}#{problem}/{sample}",
                     {"correct": bool(correct) if isinstance(correct, bool) else None, "speedup": None,
                      "compiled": row.get("compiled"), **({"runtime_ms": runtime} if runtime and runtime > 0 else {})}))
-    return out
-
-
-def split_by_model(entries: list[Entry]) -> dict[str, list[Entry]]:
-    """The entries of each model (in the dump's order), for one run per model."""
-    out: dict[str, list[Entry]] = {}
-    for e in entries:
-        out.setdefault(_slug(e.model or "model"), []).append(e)
     return out

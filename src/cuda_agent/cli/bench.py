@@ -68,7 +68,8 @@ def _warn_unmatched(err, unmatched: list, where) -> None:
 def _dump_runs(args: argparse.Namespace, tasks: list, device: str, err) -> tuple[list, dict]:
     """A dump's solutions, written into OUT/RUN/solutions/ in KernelBench's run layout: one run (models
     as samples) or, with --split-by model, one per model; and per run what the dump claims of each."""
-    from cuda_agent.bench.dumps import Columns, dump_tasks, read_dump, split_by_model, to_solutions
+    from cuda_agent.bench.dump_match import dump_tasks, split_by_model, to_solutions
+    from cuda_agent.bench.dumps import Columns, read_dump
 
     entries, shapes = read_dump(args.solutions, Columns.parse(args.columns) if args.columns else None)
     for file, shape in shapes.items():
