@@ -293,6 +293,28 @@ def test_an_object_of_task_names_and_chats_of_generations_are_dumps(tmp_path):
     assert read_dump(rows, Columns.parse("task=task,code=out.text"))[0][0].code == kernel("x")
 
 
+def test_kernelbenchs_samples_one_file_per_kernel_say_level_model_problem_and_sample_by_their_folders(tmp_path):
+    """ScalingIntelligence/kernelbench-samples: baseline_eval/level1/MODEL/problem_19/sample_0/kernel.json,
+    each an object with the kernel and KernelBench's verdict two objects down."""
+    root = tmp_path / "baseline_eval"
+    for level, model, problem, sample, correct in [(1, "openai-o1", 19, 0, True), (1, "deepseek-r1", 20, 1, False),
+                                                   (2, "openai-o1", 1, 0, None)]:
+        folder = root / f"level{level}" / model / f"problem_{problem}" / f"sample_{sample}"
+        folder.mkdir(parents=True)
+        result = {"eval_0": {"compiled": True, "correct": correct, "avg_runtime": 0.02}} if correct is not None else {}
+        (folder / "kernel.json").write_text(json.dumps({"kernel": kernel(f"{model}-{problem}"), "eval_result": result}))
+    assert is_dump(root)
+    entries, shapes = read_dump(root)
+    assert set(shapes.values()) == {"KernelBench samples"}
+    got = sorted((e.level, e.problem, e.sample, e.model, e.claimed["correct"], e.code) for e in entries)
+    assert got == [(1, 19, 0, "openai-o1", True, kernel("openai-o1-19")), (1, 20, 1, "deepseek-r1", False, kernel("deepseek-r1-20")),
+                   (2, 1, 0, "openai-o1", None, kernel("openai-o1-1"))]
+    assert sorted(split_by_model(entries)) == ["deepseek-r1", "openai-o1"]
+    found, _, _ = to_solutions(entries, TASKS, tmp_path / "s")
+    assert sorted((s.task.name, s.sample) for s in found.solutions) == \
+        [("19_ReLU", 0), ("1_Conv2D_ReLU_BiasAdd", 0), ("20_LeakyReLU", 1)]
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"level": 1, "problem_id": 0, "model": "m", "code": "x"}\n{"level": 1,\n', ":2: not a JSON row"),
     ("[1, 2]", "must be a JSON object"),

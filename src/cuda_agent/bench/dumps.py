@@ -16,8 +16,13 @@ file, or a folder of them. Its shape says which it is:
   `PyTorch_Code_Functional` (the task with its computation in `module_fn`, which `Model.forward`
   takes as `fn=`), `PyTorch_Code_Module` (the task), `Correct`, `CUDA_Speedup_Native`. Each
   kernel becomes the module its archive ran (`functional_candidate`).
+- KernelBench's samples (`ScalingIntelligence/kernelbench-samples`): a folder of one file per
+  kernel, `level1/MODEL/problem_19/sample_0/kernel.json`, each an object with the `kernel` and its
+  `eval_result`: level, model, problem (from 1) and sample from the folders (`path_fields`).
+- An object of task names to code (`{"level1/19_ReLU": "..."}`), or rows with `task` and `code`.
 - Anything else through `Columns` (`--columns level=...,problem=...,code=...,model=...,sample=...`),
-  which says whether problem ids count from 0 or 1.
+  which says whether problem ids count from 0 or 1. Columns one object down are named
+  `outer.inner`; a folder layout's fields are `path.level`, `path.problem`, `path.sample`, `path.model`.
 
 Claimed figures are read the same way from every shape (`claims`): correctness from a column named
 `correct` (`Correct`, `is_correct`, `correctness`, `passed`), speedups from the columns whose name
@@ -233,13 +238,14 @@ def _int(x: Any, origin: str, what: str) -> int:
     return v
 
 
-def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with the keys of objects inside it one level down as `outer.inner` (a dump that keeps
-    its verdicts as `{"kernelbench": {"correct": ...}}`)."""
+def _flat(row: dict[str, Any], depth: int = 3) -> dict[str, Any]:
+    """The row with the keys of objects inside it, down to `depth` levels, as `outer.inner` (a dump
+    that keeps its verdicts as `{"kernelbench": {"correct": ...}}` or `{"eval_result": {"eval_0":
+    {...}}}`)."""
     out = dict(row)
     for k, v in row.items():
-        if isinstance(v, dict):
-            out.update({f"{k}.{inner}": x for inner, x in v.items() if f"{k}.{inner}" not in row})
+        if isinstance(v, dict) and depth > 1:
+            out.update({f"{k}.{inner}": x for inner, x in _flat(v, depth - 1).items() if f"{k}.{inner}" not in row})
     return out
 
 
@@ -327,11 +333,22 @@ def _ai_cuda_engineer(origin: str, row: dict[str, Any]) -> Entry | None:
                  ref_code=ref if isinstance(ref, str) else None, claimed=claimed)
 
 
+def _kernelbench_sample(origin: str, row: dict[str, Any]) -> Entry | None:
+    code = _kernel_code(row.get("kernel"))
+    if code is None:
+        return None
+    level = row.get("path.level", row.get("level"))
+    sample = row.get("path.sample")
+    return Entry(origin, _int(level, origin, "level"), _int(row["path.problem"], origin, "problem"), code,
+                 model=row.get("path.model"), sample=sample, claimed=claims(row))
+
+
 # (name, keys a row must have, one of which, reader): the first that a file's first row fits reads it
 SHAPES = (
     ("CUDA-L1", {"task_id", "custom_code"}, {"level_id", GROUP}, _cuda_l1),
     ("KernelBench leaderboard", {"problem_id", "model", "code"}, {"level", GROUP}, _leaderboard),
     ("AI CUDA Engineer", {"Task_ID", "CUDA_Code", "PyTorch_Code_Functional"}, {"Level_ID", GROUP}, _ai_cuda_engineer),
+    ("KernelBench samples", {"kernel", "path.problem"}, {"path.level", "level"}, _kernelbench_sample),
     ("task names", {"task", "code"}, {"task"}, lambda o, r: _by_columns(
         Columns(None, None, "code", task="task", **{k: k for k in ("model", "sample") if k in r}), o, r)),
 )
@@ -394,6 +411,22 @@ def suggest_columns(row: dict[str, Any]) -> str:
     return f"--columns {line},base=1   (base=0 if its problem ids count from 0)"
 
 
+def path_fields(file: Path, root: Path) -> dict[str, Any]:
+    """What the folders of a dump file inside the dump's folder say of its rows, for a dump laid out
+    as one file per kernel (KernelBench's samples: `level1/MODEL/problem_19/sample_0/kernel.json`):
+    `path.level`, `path.problem` and `path.sample` from folders named so, and `path.model`, the
+    folder between the level's and the problem's."""
+    parts = file.relative_to(root).parts[:-1] if file != root else ()
+    out: dict[str, Any] = {}
+    at: dict[str, int] = {}
+    for i, part in enumerate(parts):
+        if (m := re.fullmatch(r"(level|problem|sample)[_-]?(\d+)", part, re.I)) is not None:
+            out[f"path.{m.group(1).lower()}"], at[m.group(1).lower()] = int(m.group(2)), i
+    if at.keys() >= {"level", "problem"} and at["problem"] - at["level"] == 2:
+        out["path.model"] = parts[at["level"] + 1]
+    return out
+
+
 def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[Entry], dict[str, str]]:
     """The entries of the dump at `path` (a file or a folder of them) and, per file, the shape it
     was read as. Rows without code (a task the dump has no kernel for) are left out."""
@@ -409,10 +442,12 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
         rows = read_rows(file)
         if not rows:
             raise UsageError(f"{file}: holds no rows")
+        if fields := path_fields(file, root):
+            rows = [(o, {**fields, **r}) for o, r in rows]
         first = rows[0][1]
         if columns is not None:
             shapes[str(file)] = "columns"
-            read = lambda o, r: _by_columns(columns, o, r, file.parent)  # noqa: E731
+            read = lambda o, r, folder=file.parent: _by_columns(columns, o, r, folder)  # noqa: E731
         else:
             shape = next(((name, fn) for name, keys, level, fn in SHAPES if keys <= set(first) and level & set(first)),
                          None)

@@ -202,8 +202,8 @@ def add_parsers(sub) -> None:
                    help="folder of candidates: one per task (level1/19_ReLU.py, 19_ReLU.py or a workspace "
                    "folder of that name) and/or KernelBench's level_L_problem_P_sample_S_kernel.py files; or a "
                    "published dump (.json, .jsonl, .parquet, or a folder of them): CUDA-L1's files, the "
-                   "KernelBench leaderboard's and the AI CUDA Engineer archive's are recognised, any other "
-                   "through --columns; default for "
+                   "KernelBench leaderboard's, KernelBench's samples and the AI CUDA Engineer archive's are "
+                   "recognised, any other through --columns; default for "
                    "`examples`: the bundled candidates")
     p.add_argument("--columns", default=None, metavar="KEY=COLUMN,...",
                    help="which column of a dump holds what: level=...,problem=...,code=... (or task=... for a "
