@@ -310,6 +310,8 @@ def test_kernelbenchs_samples_one_file_per_kernel_say_level_model_problem_and_sa
     assert got == [(1, 19, 0, "openai-o1", True, kernel("openai-o1-19")), (1, 20, 1, "deepseek-r1", False, kernel("deepseek-r1-20")),
                    (2, 1, 0, "openai-o1", None, kernel("openai-o1-1"))]
     assert sorted(split_by_model(entries)) == ["deepseek-r1", "openai-o1"]
+    [one] = read_dump(root / "level1" / "deepseek-r1")[0]  # one model's folder: the level is the folder's above
+    assert (one.level, one.problem, one.sample, one.model) == (1, 20, 1, "deepseek-r1")
     found, _, _ = to_solutions(entries, TASKS, tmp_path / "s")
     assert sorted((s.task.name, s.sample) for s in found.solutions) == \
         [("19_ReLU", 0), ("1_Conv2D_ReLU_BiasAdd", 0), ("20_LeakyReLU", 1)]

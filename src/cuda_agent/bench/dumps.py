@@ -411,12 +411,13 @@ def suggest_columns(row: dict[str, Any]) -> str:
     return f"--columns {line},base=1   (base=0 if its problem ids count from 0)"
 
 
-def path_fields(file: Path, root: Path) -> dict[str, Any]:
-    """What the folders of a dump file inside the dump's folder say of its rows, for a dump laid out
-    as one file per kernel (KernelBench's samples: `level1/MODEL/problem_19/sample_0/kernel.json`):
-    `path.level`, `path.problem` and `path.sample` from folders named so, and `path.model`, the
-    folder between the level's and the problem's."""
-    parts = file.relative_to(root).parts[:-1] if file != root else ()
+def path_fields(file: Path) -> dict[str, Any]:
+    """What the folders of a dump file say of its rows, for a dump laid out as one file per kernel
+    (KernelBench's samples: `level1/MODEL/problem_19/sample_0/kernel.json`): `path.level`,
+    `path.problem` and `path.sample` from folders named so, and `path.model`, the folder between
+    the level's and the problem's. The four folders above the file are read, so that a dump given
+    as one model's folder (`level1/MODEL`) still has its level."""
+    parts = file.resolve().parts[-5:-1]
     out: dict[str, Any] = {}
     at: dict[str, int] = {}
     for i, part in enumerate(parts):
@@ -442,7 +443,7 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
         rows = read_rows(file)
         if not rows:
             raise UsageError(f"{file}: holds no rows")
-        if fields := path_fields(file, root):
+        if fields := path_fields(file):
             rows = [(o, {**fields, **r}) for o, r in rows]
         first = rows[0][1]
         if columns is not None:
