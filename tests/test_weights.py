@@ -431,6 +431,11 @@ def test_the_cuda_runtimes_out_of_memory_is_out_of_memory_not_the_candidates_run
     assert classify(accel(2))[0] is Code.OUT_OF_MEMORY
     assert classify(accel(700))[0] is Code.ILLEGAL_MEMORY_ACCESS
     assert classify(accel(1))[0] is Code.RUNTIME_ERROR
+    # cuBLAS without the memory for its handle (seen beside 15 other evaluations on an H100)
+    assert classify(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))[0] \
+        is Code.OUT_OF_MEMORY
+    assert classify(RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"))[0] is Code.OUT_OF_MEMORY
+    assert classify(RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED"))[0] is Code.RUNTIME_ERROR
 
 
 def test_the_judge_running_out_of_memory_for_an_output_is_not_the_candidates_fault(monkeypatch):

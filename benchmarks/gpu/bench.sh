@@ -9,7 +9,7 @@ export CUDA_AGENT_CACHE="$PWD/.cache/dev"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 t0=$(date +%s)
-timeout 540 python3 -m cuda_agent bench .kb --level 1 --solutions benchmarks/solutions --policy kernelbench \
+timeout -k 20 520 python3 -m cuda_agent bench .kb --level 1 --solutions benchmarks/solutions --policy kernelbench \
     --device cuda --jobs 4 --run h200-level1 --out "$OUT/runs" 2> "$OUT/bench.err"
 echo "bench: rc $? in $(( $(date +%s) - t0 )) s"
 tail -5 "$OUT/bench.err"

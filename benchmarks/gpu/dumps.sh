@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the [dumps] issue: a published dump evaluated as `cuda-agent bench`
-# reads it (no preparation), cut by LIMIT; the run store comes back in $OUT/runs/bench.sqlite and
+# reads it (no preparation), cut by LIMIT (SIGTERM: the running evaluations finish; KILL GRACE seconds later); the run store comes back in $OUT/runs/bench.sqlite and
 # the next call resumes from it when carried back as .dumps/bench.sqlite.
 #   device run: DUMP=.dumps/h100.json ARGS="--tasks-from-dump --policy kernelbench" bash benchmarks/gpu/dumps.sh
 #               DUMP=.dumps/raw_data.json ARGS="--policy kernelbench" RUN=leaderboard bash benchmarks/gpu/dumps.sh
@@ -16,7 +16,7 @@ RUN="${RUN:-$(basename "${DUMP%.*}")}"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 t0=$(date +%s)
 # shellcheck disable=SC2086  # ARGS holds several options
-timeout "${LIMIT:-500}" python3 -m cuda_agent bench .kb --solutions "$DUMP" ${ARGS:-} --device cuda \
+timeout -k "${GRACE:-30}" "${LIMIT:-500}" python3 -m cuda_agent bench .kb --solutions "$DUMP" ${ARGS:-} --device cuda \
     --jobs "${JOBS:-16}" --run "$RUN" --out "$OUT/runs" > "$OUT/$RUN.log" 2> "$OUT/$RUN.err"
 rc=$?
 echo "bench $DUMP: rc $rc in $(( $(date +%s) - t0 )) s (124: cut by LIMIT; run again with the store carried back)"

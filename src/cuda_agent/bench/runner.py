@@ -6,6 +6,7 @@ outcomes the metrics are computed from.
 from __future__ import annotations
 
 import shutil
+import sys
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,10 @@ def run(store: Store, name: str, solutions: list[Solution], evaluator: Evaluator
         for fut in as_completed(futures):
             keep(fut)
     except KeyboardInterrupt:  # queued evaluations go; the running ones finish and are stored
-        for fut in as_completed([f for f in futures if not f.cancel() and f not in kept]):
+        running = [f for f in futures if not f.cancel() and f not in kept]
+        print(f"stopping: {len(running)} running evaluation(s) finish and are stored; interrupt again to stop "
+              "at once (they are then evaluated again by the next run)", file=sys.stderr)
+        for fut in as_completed(running):
             keep(fut)
         raise
     finally:

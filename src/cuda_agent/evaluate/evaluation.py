@@ -364,6 +364,7 @@ class Evaluation:
             self.stage_dir, self.shm = box.stage, box.shm
             stage(self.cand, self.stage_dir)
             self.builds = box.builds_for(cfg.build_timeout_s)
+            self.candidate.requests = self.builds.handle  # its builds, in `load` or later (built in forward)
             self.res.isolation = box.isolation()
         built = self._build_beside_setup()
         if built is not None and not built.ok:
@@ -449,8 +450,7 @@ class Evaluation:
                 inline_builds=(f"{BUILDS_INSIDE}/by_source" if self.builds is not None
                                else str(cfg.cache_dir / "torch_extensions" / "by_source")),
                 light_headers=cfg.inline_light_headers, tensor_header=cfg.inline_tensor_header,
-                remote_builds=self.builds is not None,
-                requests=self.builds.handle if self.builds is not None else None)
+                remote_builds=self.builds is not None)
         except WorkerFailure as f:
             self.res.compiled = f.code not in (Code.COMPILE_ERROR, Code.LOAD_ERROR, Code.BUILD_TIMEOUT)
             if f.code is Code.TIMEOUT:

@@ -154,6 +154,9 @@ class Worker:
         self.log = log
         self.ready = False
         self.seq = 0
+        # what the worker may ask of the harness in any command (the candidate's builds: an
+        # extension built lazily, on forward's first call, asks for them in `run`), unless a call names its own
+        self.requests: Callable[[str, dict], dict] | None = None
         self.guard_warm = role == "candidate" or "--warm-guard" in flags  # the op guard warmed at start
 
     def started(self) -> bool:
@@ -179,7 +182,9 @@ class Worker:
         """Run the command `cmd` with `args` in the worker; its reply. Raises `WorkerFailure` when
         the worker reports a failure, misses the deadline (killed), dies or breaks the protocol.
         `requests(kind, args)`: answers what the worker asks of the harness during this command
-        (worker/serve.py, `request`; time spent answering does not count against `timeout`)."""
+        (worker/serve.py, `request`; time spent answering does not count against `timeout`);
+        default: the worker's own `requests`."""
+        requests = requests if requests is not None else self.requests
         try:
             if not self.ready:
                 hello = self.chan.recv(timeout=max(timeout, 0.01))

@@ -7,6 +7,7 @@ Imports nothing heavy at module level: torch is imported inside the functions th
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from pathlib import Path
@@ -16,6 +17,9 @@ from cuda_agent.evaluate.result import Code
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
 CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation: the runtime's own out of memory (not the caching allocator's)
+# a CUDA library that could not allocate device memory for its handle or workspace (`cublasCreate`
+# on a full GPU): out of memory too, which a neighbour on the GPU may have caused
+LIBRARY_OUT_OF_MEMORY = re.compile(r"\b(?:CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_(?:STATUS_)?ALLOC_FAILED\b")
 
 
 class Failure(Exception):
@@ -100,8 +104,8 @@ def classify(exc: BaseException, root: str | os.PathLike | None = None) -> tuple
     if isinstance(exc, SystemExit):
         return Code.EARLY_EXIT, f"candidate code tried to exit the process (SystemExit({exc.code!r})) instead of returning"
     message = candidate_trace(exc, root) if root is not None else trace(exc)
-    if isinstance(exc, torch.OutOfMemoryError) or (
-            isinstance(exc, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(exc)):
+    if isinstance(exc, torch.OutOfMemoryError) or (isinstance(exc, RuntimeError) and (
+            "DefaultCPUAllocator: can't allocate memory" in str(exc) or LIBRARY_OUT_OF_MEMORY.search(str(exc)))):
         return Code.OUT_OF_MEMORY, message
     accel = getattr(torch, "AcceleratorError", None)
     if accel is not None and isinstance(exc, accel):
