@@ -41,6 +41,7 @@ def get_init_inputs():
 
 RELU_CU = r'''#include <torch/extension.h>
 #include <cuda_runtime.h>
+#include <ATen/cuda/CUDAContext.h>
 
 __global__ void relu_kernel(const float4* __restrict__ x, float4* __restrict__ y, long n4, long LIMIT) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
@@ -107,6 +108,7 @@ def get_init_inputs():
 
 GEMM_CU = r'''#include <torch/extension.h>
 #include <cuda_runtime.h>
+#include <ATen/cuda/CUDAContext.h>
 
 #define TILE 32
 
