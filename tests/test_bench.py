@@ -102,6 +102,23 @@ def test_store_refuses_a_resume_with_other_arguments(tmp_path):
         Store(tmp_path / "junk.sqlite")
 
 
+def test_a_dumps_entries_not_yet_judged_are_not_evaluated_not_without_a_solution(tmp_path):
+    """A dump's claims are stored before its kernels are judged: a task of a cut run that has them
+    is `not_evaluated` (the same command resumes it), one that has none is `no_solution`."""
+    from cuda_agent.bench.report import write_report
+    from cuda_agent.bench.runner import summarize_run
+
+    with Store(tmp_path / "b.sqlite") as store:
+        store.open_run("r", {"taskset": "kb", "solutions": "d.json", "device": "cpu", "policy": "kernelbench",
+                             "tasks": [["level1/19_ReLU", 1], ["level1/20_LeakyReLU", 1]]})
+        store.put_claimed("r", [("level1/19_ReLU", 0, "d.json#0", {"correct": True, "speedup": 2.0})])
+        summary = summarize_run(store, "r")
+        assert summary.reasons == {"not_evaluated": 1, "no_solution": 1}
+        assert [t["reasons"] for t in summary.per_task] == [["not_evaluated"], ["no_solution"]]
+        text = write_report(store, "r", tmp_path / "out").read_text()
+    assert "1 task(s) of the dump not evaluated yet (the run was cut: the same command resumes it)" in text
+
+
 def _bench(tmp_path: Path, sols: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "cuda_agent", "bench", str(tmp_path / "kb"), "--solutions", str(sols),
             "--device", "cpu", "--policy", "kernelbench", "--no-compile-baseline", "--trials", "2",

@@ -17,7 +17,7 @@ from typing import Any
 
 from cuda_agent.bench.html_report import SPEEDUP_DISAGREES, claimed_summary, claims_sentence, samples, write_html
 from cuda_agent.bench.metrics import FAST_P, fast_p
-from cuda_agent.bench.runner import Summary, summarize_run
+from cuda_agent.bench.runner import NOT_EVALUATED, Summary, summarize_run
 from cuda_agent.bench.store import Store
 from cuda_agent.reporting import percent, pyplot
 
@@ -72,7 +72,9 @@ def write_report(store: Store, run: str, out: Path, compare: str | None = None) 
               f"- solutions: `{params['solutions']}`",
               f"- device: {params['device']}, policy: {params['policy']}",
               f"- verdicts stored: {len(a.records)}"
-              + (f" (evaluator {', '.join(sorted({r.version for r in a.records}))})" if a.records else ""), ""]
+              + (f" (evaluator {', '.join(sorted({r.version for r in a.records}))})" if a.records else "")
+              + (f"; {a.reasons[NOT_EVALUATED]} task(s) of the dump not evaluated yet (the run was cut: the same "
+                 "command resumes it)" if a.reasons.get(NOT_EVALUATED) else ""), ""]
     lines += ["Rates are over all tasks (a task without a solution, or whose solution failed, is not correct). "
               "Faster means correct and more than 5% faster. Geometric means: over correct tasks / over all "
               "tasks with a failure counted as 1.0x.", ""]

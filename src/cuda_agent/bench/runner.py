@@ -24,6 +24,7 @@ from cuda_agent.tasks import Task
 
 VERSION = f"{__version__}+timing{PROTOCOL}"  # stored with every verdict: which evaluator gave it
 NO_SOLUTION = "no_solution"  # the reason counted for a task that has no candidate at all
+NOT_EVALUATED = "not_evaluated"  # a task whose dump entries are stored, not yet judged (a cut run: it resumes)
 
 
 def run_params(taskset: str, tasks: list[Task], solutions: str, device: str, config: EvalConfig) -> dict[str, Any]:
@@ -170,10 +171,12 @@ def summarize_run(store: Store, name: str) -> Summary:
     samples = {s: metrics([outcome(t, lv, by_task.get(t, {}).get(s)) for t, lv in tasks]) for s in sample_ids}
     reasons: dict[str, int] = {}
     per_task = []
+    claimed = {task for task, _ in store.claimed(name)}  # a dump's entries, stored before they are judged
     for (t, lv), b in zip(tasks, best):
         results = by_task.get(t, {})
+        missing = NOT_EVALUATED if t in claimed else NO_SOLUTION
         if not results:
-            reasons[NO_SOLUTION] = reasons.get(NO_SOLUTION, 0) + 1
+            reasons[missing] = reasons.get(missing, 0) + 1
         for res in results.values():
             if not res.correct:
                 code = res.failures[0].code.value if res.failures else "not_correct"
@@ -182,7 +185,7 @@ def summarize_run(store: Store, name: str) -> Summary:
                          "speedup_eager": b.speedup_eager, "speedup_compile": b.speedup_compile,
                          "sol_fraction": b.sol_fraction, "generalizes": _generalizes(results.values()),
                          "reasons": sorted({f.code.value for res in results.values() for f in res.failures})
-                         or ([NO_SOLUTION] if not results else [])})
+                         or ([missing] if not results else [])})
     return Summary(metrics(best), best, samples, dict(sorted(reasons.items(), key=lambda kv: -kv[1])), per_task, records)
 
 
