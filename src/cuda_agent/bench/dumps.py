@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from cuda_agent import pyparse
 from cuda_agent.bench.solutions import KB_RUN_FILE, Solution
@@ -251,7 +251,7 @@ def _flat(row: dict[str, Any], depth: int = 3) -> dict[str, Any]:
 
 def claims(row: dict[str, Any], correct: str | None = None, speedup: str | None = None) -> dict[str, Any]:
     """What a row claims of its kernel: `correct` (a boolean column, `correct` or one named like
-    CORRECT_NAMES in any case, in the row or one object down in it), `speedup` (over eager
+    CORRECT_NAMES in any case, in the row or up to two objects down in it), `speedup` (over eager
     PyTorch: the column `speedup`, else of the columns whose name holds "speedup" one with `eager`
     or `native` in it, else one without `compile`, whatever their order), and every speedup figure
     under its own name."""
@@ -354,14 +354,17 @@ SHAPES = (
 )
 
 
-def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path | None = None) -> Entry | None:
-    flat = _flat(row)
-    claimed = (cols.correct, cols.speedup) if re.search(r"[#/]0$", origin) else ()  # later rows may leave a claim out
-    missing = [c for c in (cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref, *claimed)
-               if c is not None and c not in flat]
+def _require(columns: Iterable[str | None], flat: dict[str, Any], origin: str) -> None:
+    """Every column named (`--columns`) is in the row (`_flat`), or an error that lists its keys."""
+    missing = [c for c in columns if c is not None and c not in flat]
     if missing:
         raise UsageError(f"{origin}: no column {', '.join(map(repr, missing))} (--columns); its keys: "
                          f"{', '.join(sorted(flat))}")
+
+
+def _by_columns(cols: Columns, origin: str, row: dict[str, Any], folder: Path | None = None) -> Entry | None:
+    flat = _flat(row)
+    _require((cols.level, cols.problem, cols.task, cols.code, cols.model, cols.sample, cols.ref), flat, origin)
     code = _kernel_code(_code_cell(flat[cols.code], folder, origin))
     if code is None:
         return None
@@ -448,6 +451,7 @@ def read_dump(path: str | Path, columns: Columns | None = None) -> tuple[list[En
         first = rows[0][1]
         if columns is not None:
             shapes[str(file)] = "columns"
+            _require((columns.correct, columns.speedup), _flat(first), rows[0][0])  # later rows may leave a claim out
             read = lambda o, r, folder=file.parent: _by_columns(columns, o, r, folder)  # noqa: E731
         else:
             shape = next(((name, fn) for name, keys, level, fn in SHAPES if keys <= set(first) and level & set(first)),
