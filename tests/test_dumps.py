@@ -119,6 +119,29 @@ def test_any_table_through_columns_parquet_included(tmp_path):
     assert by_sample[3].startswith("# a") and by_sample[0].startswith("# b")  # its own id, then the first free one
 
 
+def test_the_columns_suggested_for_an_unknown_table_are_picked_by_what_they_hold():
+    """The suggested line is what a user copies: the code column is the one holding code even when
+    another column's name says `kernel`, and a file name beside a level stands for the problem."""
+    from cuda_agent.bench.dumps import suggest_columns
+
+    reply = "Sure:\n```python\n" + kernel("r") + "```"
+    assert suggest_columns({"kernelbench_level": 1, "kernelbench_problem": 19, "completion": reply,
+                            "reward": 0.3}).startswith(
+        "--columns level=kernelbench_level,problem=kernelbench_problem,code=completion,base=1")
+    assert suggest_columns({"name": "19_ReLU", "level": 1, "solution": kernel("s")}) == \
+        "--columns task=name,level=level,code=solution"
+    assert suggest_columns({"task_name": "level_1_problem_19_sample_0", "kernel_code": kernel("k"),
+                            "model": "m", "sample_id": "2"}) == \
+        "--columns task=task_name,code=kernel_code,model=model,sample=sample_id"
+
+
+def test_a_file_name_beside_a_level_column_names_the_task(tmp_path):
+    dump = tmp_path / "gens.json"
+    dump.write_text(json.dumps([{"name": "19_ReLU.py", "level": "level_1", "solution": kernel("s")}]))
+    [entry], _ = read_dump(dump, Columns.parse("task=name,level=level,code=solution"))
+    assert (entry.level, entry.problem) == (1, 19)
+
+
 def test_a_dataset_of_model_replies_with_task_names_is_read_through_columns(tmp_path):
     """Generations as Hugging Face datasets keep them: a column of task names in place of level and
     problem ids, and each model's whole reply, prose around its fenced module."""
@@ -130,7 +153,7 @@ def test_a_dataset_of_model_replies_with_task_names_is_read_through_columns(tmp_
     dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(UsageError) as err:
         read_dump(dump)
-    assert "--columns task=task,code=response,model=model,base=1" in str(err.value)
+    assert str(err.value).endswith("--columns task=task,code=response,model=model")
     entries, _ = read_dump(dump, Columns.parse("task=task,code=response,model=model"))
     assert [(e.level, e.problem) for e in entries] == [(1, 19), (1, 20), (2, 1)]
     assert entries[0].code == kernel("fenced")  # the fenced module, without the prose

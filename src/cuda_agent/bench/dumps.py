@@ -393,24 +393,43 @@ def _level_problem(cols: Columns, origin: str, row: dict[str, Any]) -> tuple[int
 
 
 def suggest_columns(row: dict[str, Any]) -> str:
-    """A `--columns` line guessed from a row's keys (the user checks it: it is shown, never used)."""
+    """A `--columns` line guessed from a row's keys and what they hold (the user checks it: it is
+    shown, never used). The code is the longest text that looks like code, else a column named like
+    code; level, problem and sample are whole numbers; a text naming the task (level1/19_ReLU, or
+    19_ReLU beside a level) stands for level and problem."""
     keys = list(row)
+    text = [k for k in keys if isinstance(row[k], str)]
+    whole = [k for k in keys if isinstance(row[k], int) and not isinstance(row[k], bool)
+             or isinstance(row[k], str) and re.fullmatch(r"\s*(level_?)?\d+\s*", row[k], re.I)]
 
-    def pick(*words: str) -> str | None:
-        return next((k for w in words for k in keys if w in k.lower()), None)
+    def pick(among: list[str], *words: str) -> str | None:
+        return next((k for w in words for k in among if w in k.lower()), None)
 
-    strings = [k for k in keys if isinstance(row[k], str)]
-    code = pick("code", "kernel", "solution", "completion", "response", "generation", "output") or \
-        max(strings, key=lambda k: len(row[k]), default="CODE")
-    named = next((k for k in strings if k != code and TASK_NAME.match(row[k])), None)
-    parts = ({"task": named} if named is not None else
-             {"level": pick("level", "lvl") or "LEVEL", "problem": pick("problem", "task", "pid") or "PROBLEM"})
+    def codelike(value: str) -> bool:
+        return "\n" in value and any(s in value for s in ("ModelNew", "__global__", "import ", "```", "#include"))
+
+    code = (max((k for k in text if codelike(row[k])), key=lambda k: len(row[k]), default=None)
+            or pick(text, "code", "kernel", "solution", "completion", "response", "generation", "output")
+            or max(text, key=lambda k: len(row[k]), default="CODE"))
+    names = [k for k in text if k != code]
+    level = pick(whole, "level", "lvl")
+    parts: dict[str, str]
+    if (named := next((k for k in names if TASK_NAME.match(row[k])), None)) is not None:
+        parts = {"task": named}
+    elif level is not None and (short := next((k for k in names if re.match(r"^\s*\d+_\w", row[k])), None)):
+        parts = {"task": short, "level": level}  # 19_ReLU: the problem id of KernelBench's file name
+    else:
+        numbers = [k for k in whole if k != level]
+        parts = {"level": level or "LEVEL",
+                 "problem": pick(numbers, "problem", "task", "pid", "id") or "PROBLEM"}
     parts["code"] = code
-    if (model := pick("model")) is not None:
+    if (model := pick(names, "model")) is not None:
         parts["model"] = model
-    if (sample := pick("sample")) is not None:
+    if (sample := pick([k for k in whole if k not in parts.values()], "sample")) is not None:
         parts["sample"] = sample
     line = ",".join(f"{k}={v}" for k, v in parts.items())
+    if "problem" not in parts:  # task names carry KernelBench's problem ids, which count from 1
+        return f"--columns {line}"
     return f"--columns {line},base=1   (base=0 if its problem ids count from 0)"
 
 
