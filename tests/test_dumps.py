@@ -142,6 +142,40 @@ def test_a_file_name_beside_a_level_column_names_the_task(tmp_path):
     assert (entry.level, entry.problem) == (1, 19)
 
 
+def test_a_hugging_face_datasets_folder_is_read_less_its_metadata(tmp_path):
+    """A dataset as the Hub gives it (data/*.parquet beside dataset_infos.json and README.md) or as
+    `datasets` saves it (Arrow streams beside state.json and dataset_info.json): the metadata files
+    hold no rows and are not dumps of unknown shape."""
+    import pyarrow as pa
+
+    from cuda_agent.parquet import write_rows
+
+    hub = tmp_path / "hub"
+    write_rows(hub / "data" / "train-00000-of-00001.parquet",
+               [{"level": 1, "problem_id": 19, "code": kernel("p"), "model": "m"}])
+    (hub / "dataset_infos.json").write_text(json.dumps({"default": {"features": {}}}))
+    (hub / "README.md").write_text("---\nlicense: mit\n---\n")
+    (hub / ".cache" / "huggingface").mkdir(parents=True)
+    (hub / ".cache" / "huggingface" / "x.json").write_text("{}")
+    cols = Columns.parse("level=level,problem=problem_id,code=code,model=model")
+    entries, shapes = read_dump(hub, cols)
+    assert list(shapes) == [str(hub / "data" / "train-00000-of-00001.parquet")]
+    assert [(e.level, e.problem, e.model, e.code[:3]) for e in entries] == [(1, 19, "m", "# p")]
+
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    table = pa.Table.from_pylist([{"level": 1, "problem_id": 20, "code": kernel("a"), "model": "m"}])
+    with pa.ipc.new_stream(str(saved / "data-00000-of-00001.arrow"), table.schema) as writer:
+        writer.write_table(table)
+    (saved / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    (saved / "dataset_info.json").write_text(json.dumps({"features": {}}))
+    [entry], _ = read_dump(saved, cols)
+    assert (entry.problem, entry.code[:3]) == (20, "# a")
+    (saved / "broken.arrow").write_bytes(b"not arrow")
+    with pytest.raises(UsageError, match="broken.arrow: cannot read it as Arrow"):
+        read_dump(saved, cols)
+
+
 def test_a_dataset_of_model_replies_with_task_names_is_read_through_columns(tmp_path):
     """Generations as Hugging Face datasets keep them: a column of task names in place of level and
     problem ids, and each model's whole reply, prose around its fenced module."""

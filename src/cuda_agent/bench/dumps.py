@@ -1,8 +1,9 @@
 """Published kernel dumps as solutions: the files other systems released, read as they are.
 
 A dump is a table of generated kernels, one row per kernel, in a JSON file (an array of rows, rows
-one per line, or an object holding such arrays, e.g. one per level), a JSONL file or a Parquet
-file, or a folder of them. Its shape says which it is:
+one per line, or an object holding such arrays, e.g. one per level), a JSONL file, a Parquet or
+Arrow file, or a folder of them (a Hugging Face dataset as downloaded or saved included). Its shape
+says which it is:
 
 - CUDA-L1's `optimized_cuda_code/<gpu>.json` and `optimized_cuda_code/codes/<gpu>.json` (rows held
   under their level, `"1": [...]`): `level_id` (or that key), `task_id` (KernelBench's problem id,
@@ -47,7 +48,9 @@ from cuda_agent import pyparse
 from cuda_agent.bench.solutions import KB_RUN_FILE, Solution
 from cuda_agent.errors import UsageError
 
-SUFFIXES = (".json", ".jsonl", ".parquet")
+SUFFIXES = (".json", ".jsonl", ".parquet", ".arrow")
+# files of a dataset folder that describe it and hold no rows (`datasets`' save_to_disk and the Hub's)
+METADATA = frozenset({"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"})
 COLUMN_KEYS = ("level", "problem", "task", "code", "model", "sample", "ref", "correct", "speedup", "base")
 CORRECT_NAMES = ("correct", "correctness", "is_correct", "passed")  # a column of claimed correctness, any case
 # a task's name as dumps write it: level1/19_ReLU(.py), level_1_problem_19(_sample_0...), 1/19_ReLU
@@ -112,10 +115,13 @@ class Columns:
 
 # -- reading --
 def dump_files(path: Path) -> list[Path]:
-    """The dump files at `path`: the file itself, or those in the folder (recursively)."""
+    """The dump files at `path`: the file itself, or those in the folder (recursively), less hidden
+    folders and a dataset's own metadata (`METADATA`), so that a downloaded or saved Hugging Face
+    dataset is read as its folder."""
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
+                  and p.name not in METADATA and not any(part.startswith(".") for part in p.relative_to(path).parts))
 
 
 def is_dump(path: Path) -> bool:
@@ -127,14 +133,8 @@ def is_dump(path: Path) -> bool:
 
 def read_rows(file: Path) -> list[tuple[str, dict[str, Any]]]:
     """The rows of one dump file, each with its origin (`file#i`, or `file#key/i` inside an object)."""
-    if file.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            rows = pq.read_table(file).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - any reader failure is the file's
-            raise UsageError(f"{file}: cannot read it as Parquet ({exc})") from None
-        return [(f"{file}#{i}", r) for i, r in enumerate(rows)]
+    if file.suffix.lower() in (".parquet", ".arrow"):
+        return [(f"{file}#{i}", r) for i, r in enumerate(_arrow_rows(file))]
     text = file.read_text(errors="replace")
     if file.suffix.lower() == ".jsonl":
         return _rows_of(_json_lines(file, text), str(file))
@@ -143,6 +143,23 @@ def read_rows(file: Path) -> list[tuple[str, dict[str, Any]]]:
     except json.JSONDecodeError:  # rows one per line (CUDA-L1's .json files are)
         data = _json_lines(file, text)
     return _rows_of(data, str(file))
+
+
+def _arrow_rows(file: Path) -> list[dict[str, Any]]:
+    """A Parquet file's rows, or an Arrow file's (`datasets`' save_to_disk writes Arrow streams)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind = "Parquet" if file.suffix.lower() == ".parquet" else "Arrow"
+    try:
+        if kind == "Parquet":
+            return pq.read_table(file).to_pylist()
+        try:
+            return pa.ipc.open_stream(file).read_all().to_pylist()
+        except pa.ArrowInvalid:
+            return pa.ipc.open_file(file).read_all().to_pylist()
+    except Exception as exc:  # noqa: BLE001 - any reader failure is the file's
+        raise UsageError(f"{file}: cannot read it as {kind} ({exc})") from None
 
 
 def _json_lines(file: Path, text: str) -> list[Any]:
