@@ -372,6 +372,33 @@ def test_a_child_process_left_running_is_hidden_work_and_is_killed(tmp_path, cac
     assert not alive
 
 
+def test_torch_compile_in_a_candidate_leaves_no_helper_that_reads_as_hidden_work(tmp_path, cache_dir):
+    """torch.compile starts helpers of its own: tqdm's monitor thread (its FX interpreter draws a
+    bar, disabled or not, in every compile) and Inductor's compile workers. They are not work hidden
+    from the timer, and the candidate's process starts neither (runner.quiet_libraries,
+    isolate.candidate_env), so a kernel that uses torch.compile is judged on its output."""
+    from cuda_agent.evaluate.isolate import candidate_env
+
+    body = """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.bias = nn.Parameter(torch.zeros(features))
+                self._fused = torch.compile(self._fused_impl, backend="aot_eager")
+
+            def _fused_impl(self, x):
+                return (x + self.bias).clamp_min(0)
+
+            def forward(self, x):
+                return self._fused(x)
+        """
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    assert res.correct, res.reasons
+    env = candidate_env(tmp_path)  # Inductor compiles in the calling thread, in caches of its own
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert all(Path(env[k]).is_relative_to(tmp_path) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"))
+
+
 def test_a_broken_task_is_an_infra_failure(tmp_path, cache_dir):
     task = tmp_path / "task.py"
     task.write_text(TASK.read_text().replace("torch.randn(64, 256)", "torch.randn(64, 255)"))

@@ -34,7 +34,8 @@ from cuda_agent.evaluate.build import BuildResult, build_extension
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import cuda_arch, resolve_device
-from cuda_agent.evaluate.isolate import BUILDS_INSIDE, CandidateBox, isolation_support, isolation_unavailable
+from cuda_agent.evaluate.isolate import (BUILDS_INSIDE, CandidateBox, candidate_env, isolation_support,
+                                        isolation_unavailable)
 from cuda_agent.evaluate.locks import DeviceLock, LockTimeout
 from cuda_agent.evaluate.pool import WarmPool
 from cuda_agent.evaluate.process import Worker, WorkerFailure, close_all, scrubbed_env
@@ -357,7 +358,7 @@ class Evaluation:
             self.env["CUDA_VISIBLE_DEVICES"] = self.gpu
         t0 = time.monotonic()
         self.judge = self.spawn("judge", tmp, self.env)
-        self.candidate = self.spawn("candidate", self.stage_dir, self.env)
+        self.candidate = self.spawn("candidate", self.stage_dir, {**self.env, **candidate_env(tmp)})
         self.phase("workers", t0)
         box = self.candidate.box
         if box is not None:  # it works in its sandbox's folders: the sources go there, its buffers too

@@ -146,6 +146,16 @@ def memory_limit() -> int:
     return min(64 << 30, total * 3 // 4)
 
 
+def candidate_env(tmp: Path) -> dict[str, str]:
+    """What a candidate's process gets beside the evaluation's environment. torch.compile's Inductor
+    would start a pool of compile processes and threads that outlive the call, which the guard
+    rightly reads as hidden work (guard.py); it compiles in the calling thread instead (tqdm's
+    monitor thread: worker/runner.py, quiet_libraries). Inductor's and Triton's caches are the
+    candidate's own (under `tmp`), never shared with other candidates nor read from the user's home."""
+    return {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp / "torchinductor"),
+            "TRITON_CACHE_DIR": str(tmp / "triton")}
+
+
 class CandidateBox:
     """The sandbox of one candidate process (module docstring)."""
 
@@ -176,7 +186,7 @@ class CandidateBox:
     def env(self) -> dict[str, str]:
         """The candidate's environment beside the evaluation's."""
         return {"TMPDIR": str(self.tmp), "TORCH_EXTENSIONS_DIR": f"{BUILDS_INSIDE}/torch_extensions",
-                "HOME": str(self.tmp)}
+                "HOME": str(self.tmp), **candidate_env(self.tmp)}
 
     def hold(self) -> sandbox.Holder:
         """An empty sandbox for a zygote's fork to enter."""

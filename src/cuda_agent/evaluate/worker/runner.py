@@ -78,6 +78,18 @@ def import_file(name: str, path: Path):
 
 
 
+def quiet_libraries() -> None:
+    """No helper thread of a library the candidate calls outlives its call: tqdm, which torch's FX
+    interpreter instantiates in every torch.compile (disabled or not), starts a monitor thread with
+    its first bar unless its interval is 0. (Inductor's compile workers are off through the
+    environment: isolate.candidate_env.)"""
+    try:
+        import tqdm.std
+    except ImportError:
+        return
+    tqdm.std.tqdm.monitor_interval = 0
+
+
 class Runner:
     def __init__(self, baseline: bool = False) -> None:
         self.code_root: str | None = None  # set by `load`: the folder of the code it runs
@@ -117,6 +129,8 @@ class Runner:
             # CUDA units through a light torch/extension.h first; in a sandbox, built by the harness
             inline_build.install(pch_dir, inline_builds, light_headers, tensor_header,
                                  remote=serve.request if remote_builds else None)
+        if not self.baseline:
+            quiet_libraries()
         self.integrity = guard.Integrity()  # before any candidate code runs
         self.extension_claim = claim_extension_dir()
         if extension:
