@@ -291,6 +291,39 @@ def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed
     assert _codes(skips_bias) == ["output_mismatch"], skips_bias.reasons
 
 
+def test_a_weight_scaled_into_a_buffer_at_init_is_a_copy_too(tmp_path, cache_dir):
+    """CUDA-L1's pattern (level 2 problem 12): the Linear's tensors kept as parameters, and forward
+    reading buffers derived from them in __init__, transposed and multiplied by a constant of the
+    model. They are affine images of Model's weights, copies as much as a transpose is."""
+    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.empty(out_features, in_features))
+                self.bias = nn.Parameter(torch.empty(out_features))
+                nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+                nn.init.uniform_(self.bias, -in_features ** -0.5, in_features ** -0.5)
+                with torch.no_grad():
+                    self.register_buffer("w_t_scaled", (self.weight * 2.0).t().contiguous())
+                    self.register_buffer("b_scaled", self.bias * 2.0)
+            def forward(self, x):
+                return torch.relu(torch.addmm(self.b_scaled, x, self.w_t_scaled)) * 0.5
+        """, HEADER)
+    assert res.correct and res.reward == 1, res.reasons
+    assert res.weights["rule"] == "same_seed" and "w_t_scaled (a copy of" in res.weights["note"]
+
+
+def test_only_an_exact_affine_image_of_a_weight_is_a_copy():
+    from cuda_agent.evaluate.weights import copies
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.rand(64, 32, generator=g) - 0.5
+    other = torch.rand(64, 32, generator=g) - 0.5  # the same distribution, drawn again
+    values = {"neg": (-3.0 * w + 0.25).t().contiguous(), "other": other, "short": torch.tensor([1.0, 5.0]),
+              "const": torch.full((64, 32), 0.5)}
+    assert copies(list(values), values, {"fc.weight": w}) == {"neg": "fc.weight"}
+
+
 def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench(tmp_path, cache_dir):
     res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
         class ModelNew(nn.Module):

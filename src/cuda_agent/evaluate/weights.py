@@ -225,9 +225,11 @@ def match_by_value(default: dict[str, torch.Tensor], values: dict[str, torch.Ten
 
 def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[str, torch.Tensor]) -> dict[str, str]:
     """Which of ModelNew's unmatched entries (`extra`, with their default-init `values`) hold the
-    elements of one of Model's random-init tensors in another order (a weight transposed or
-    re-laid out in __init__, kept beside the original): {ModelNew's name: Model's name}. The same
-    multiset of a few thousand random floats does not happen by chance."""
+    elements of one of Model's random-init tensors in another order, or an affine image of them
+    (s * w + t, s != 0): a weight transposed, re-laid out, scaled or shifted by a constant of the
+    model in __init__ and kept beside the original. {ModelNew's name: Model's name}. The same
+    multiset of a few thousand random floats, or an exact affine image of it, does not happen by
+    chance (two independent draws of one distribution differ by far more than rounding)."""
     out: dict[str, str] = {}
     for name in extra:
         v = values[name]
@@ -237,12 +239,31 @@ def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[
             if r.numel() != v.numel() or r.dtype != v.dtype:
                 continue
             a, b = v.reshape(-1).to(r.device), r.reshape(-1)
-            if a.min() != b.min() or a.max() != b.max():  # cheap first
-                continue
-            if torch.equal(torch.sort(a).values, torch.sort(b).values):
+            if torch.equal(torch.sort(a).values, torch.sort(b).values) or \
+                    (a.numel() >= AFFINE_MIN and _affine_image(a, b)):
                 out[name] = ref_name
                 break
     return out
+
+
+AFFINE_MIN = 16  # elements an affine copy needs before it counts: any two short tensors are affine images
+
+
+def _affine_image(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Is `a` a permutation of s * b + t for some s != 0 and t, within float rounding?"""
+    sa, sb = torch.sort(a.double()).values, torch.sort(b.double()).values
+    for side in (sb, sb.flip(0)):  # s < 0 reverses the order
+        span = side[-1] - side[0]
+        if span == 0:
+            return False
+        s = (sa[-1] - sa[0]) / span
+        if s == 0 or not torch.isfinite(s):
+            continue
+        t = sa[0] - s * side[0]
+        scale = float(sa.abs().max())
+        if torch.allclose(sa, s * side + t, rtol=1e-5, atol=1e-6 * scale):
+            return True
+    return False
 
 
 def random_init_names(learned: Any, default: dict[str, torch.Tensor]) -> list[str]:
