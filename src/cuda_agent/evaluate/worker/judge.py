@@ -237,7 +237,7 @@ class Judge:
             why.append(f"holds none of {', '.join(fused[:4])}{' ...' if len(fused) > 4 else ''} as Model built it "
                        "(fused or reshaped)")
         if copied:
-            why.append("keeps " + ", ".join(f"{c} (a copy of {r} in another layout)" for c, r in list(copied.items())[:4]))
+            why.append("keeps " + ", ".join(f"{c} (a copy of {r}, re-laid out or scaled)" for c, r in list(copied.items())[:4]))
         self.weights.update(
             rule="same_seed", redrawn=len(self.learned) - len(random_init),
             note=f"ModelNew {'; and '.join(why)}: {len(random_init)} tensor(s) with a random default init "
