@@ -40,6 +40,7 @@ a `register_load_state_dict_post_hook`, or in forward.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,8 +230,17 @@ def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[
     (s * w + t, s != 0): a weight transposed, re-laid out, scaled or shifted by a constant of the
     model in __init__ and kept beside the original. {ModelNew's name: Model's name}. The same
     multiset of a few thousand random floats, or an exact affine image of it, does not happen by
-    chance (two independent draws of one distribution differ by far more than rounding)."""
+    chance (two independent draws of one distribution differ by far more than rounding). Cheap
+    tests first (extremes; moments, which an affine map keeps), so that a large model's many
+    tensors of one size are not all sorted against each other."""
     out: dict[str, str] = {}
+    stats: dict[str, tuple[float, float, tuple[float, float] | None]] = {}
+
+    def stats_of(key: str, t: torch.Tensor) -> tuple[float, float, tuple[float, float] | None]:
+        if key not in stats:  # each tensor's once: min, max, moments
+            stats[key] = (float(t.min()), float(t.max()), _moments(t) if t.numel() >= AFFINE_MIN else None)
+        return stats[key]
+
     for name in extra:
         v = values[name]
         if not v.is_floating_point() or v.numel() < 2:
@@ -239,14 +249,29 @@ def copies(extra: list[str], values: dict[str, torch.Tensor], random_init: dict[
             if r.numel() != v.numel() or r.dtype != v.dtype:
                 continue
             a, b = v.reshape(-1).to(r.device), r.reshape(-1)
-            if torch.equal(torch.sort(a).values, torch.sort(b).values) or \
-                    (a.numel() >= AFFINE_MIN and _affine_image(a, b)):
+            (lo_a, hi_a, ma), (lo_b, hi_b, mb) = stats_of("new:" + name, a), stats_of(ref_name, b)
+            if lo_a == lo_b and hi_a == hi_b and torch.equal(torch.sort(a).values, torch.sort(b).values):
+                out[name] = ref_name
+                break
+            if ma is not None and mb is not None and math.isclose(ma[0], mb[0], rel_tol=1e-5, abs_tol=1e-5) \
+                    and math.isclose(ma[1], mb[1], rel_tol=1e-5) and _affine_image(a, b):
                 out[name] = ref_name
                 break
     return out
 
 
 AFFINE_MIN = 16  # elements an affine copy needs before it counts: any two short tensors are affine images
+
+
+def _moments(x: torch.Tensor) -> tuple[float, float] | None:
+    """|skewness| and kurtosis of `x`'s elements (kept by any map s * x + t, s != 0); None if constant.
+    Two draws of one distribution differ in them by about sqrt(24 / n), float rounding by 1e-7."""
+    x = x.double()
+    sd = x.std(unbiased=False)
+    if not sd > 0:
+        return None
+    z = (x - x.mean()) / sd
+    return abs(float((z ** 3).mean())), float((z ** 4).mean())
 
 
 def _affine_image(a: torch.Tensor, b: torch.Tensor) -> bool:
