@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -187,11 +188,16 @@ def test_the_tensor_header_declares_what_units_use_and_no_other_operator():
     operator at all rather than that header alone."""
     done = _gxx(TENSOR_API, TENSOR_HEADERS, "-fsyntax-only")
     assert done.returncode == 0, done.stderr[-2000:]
-    for other in ("torch::matmul(x, x)", "at::var(x, 1)", "at::numel(x)", "x.index({torch::indexing::Slice()})"):
-        source = f"#include <torch/extension.h>\nauto f(torch::Tensor x) {{ return {other}; }}\n"
-        tensor = _gxx(source, TENSOR_HEADERS, "-fsyntax-only")
-        assert tensor.returncode != 0 and "error" in tensor.stderr, other
-        assert _gxx(source, LIGHT_HEADERS, "-fsyntax-only").returncode == 0, other
+    others = ("torch::matmul(x, x)", "at::var(x, 1)", "at::numel(x)", "x.index({torch::indexing::Slice()})")
+    # one unit, a function per line (lines 2 to 5): each line must have an error of its own
+    source = "#include <torch/extension.h>\n" + "".join(
+        f"auto f{i}(torch::Tensor x) {{ return {other}; }}\n" for i, other in enumerate(others))
+    tensor = _gxx(source, TENSOR_HEADERS, "-fsyntax-only")
+    assert tensor.returncode != 0
+    for line, other in enumerate(others, start=2):
+        assert re.search(rf"^<stdin>:{line}:\d+: error", tensor.stderr, re.M), (other, tensor.stderr[-3000:])
+    light = _gxx(source, LIGHT_HEADERS, "-fsyntax-only")
+    assert light.returncode == 0, light.stderr[-2000:]
 
 
 def test_a_unit_as_load_inline_writes_it_compiles_with_the_tensor_header_alone():
