@@ -567,3 +567,20 @@ def test_reduced_precision_is_recorded(tmp_path, cache_dir, switch):
     assert res.correct, res.reasons
     assert Code.REDUCED_PRECISION in [r.code for r in res.reasons]
     assert res.device["candidate_precision"]["matmul_allow_tf32"] is True
+
+
+def test_a_forked_worker_compiles_in_the_calling_thread_though_inductor_was_configured_before_the_fork():
+    """A worker forked from a zygote has Inductor's config from before the fork (the op guard's
+    warm-up imports it, deciding its compile threads from the zygote's machine); the candidate's
+    process must still compile in the calling thread, or its compile workers read as hidden work."""
+    code = ("import os, sys\n"
+            "os.environ.pop('TORCHINDUCTOR_COMPILE_THREADS', None)\n"
+            "import torch._inductor.config as c\n"
+            "c.compile_threads = 4  # as the zygote's many-core machine decided\n"
+            "os.environ['TORCHINDUCTOR_COMPILE_THREADS'] = '1'  # the candidate's environment, too late\n"
+            "from cuda_agent.evaluate.worker.runner import quiet_libraries\n"
+            "quiet_libraries()\n"
+            "print(c.compile_threads)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1"]

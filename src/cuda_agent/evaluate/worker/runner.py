@@ -81,8 +81,12 @@ def import_file(name: str, path: Path):
 def quiet_libraries() -> None:
     """No helper thread of a library the candidate calls outlives its call: tqdm, which torch's FX
     interpreter instantiates in every torch.compile (disabled or not), starts a monitor thread with
-    its first bar unless its interval is 0. (Inductor's compile workers are off through the
-    environment: isolate.candidate_env.)"""
+    its first bar unless its interval is 0. Inductor compiles in the calling thread: its config reads
+    TORCHINDUCTOR_COMPILE_THREADS (isolate.candidate_env) when first imported, which for a worker
+    forked from a zygote was before the fork (the op guard's warm-up imports it), so it is set here."""
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.compile_threads = 1
     try:
         import tqdm.std
     except ImportError:
