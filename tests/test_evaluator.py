@@ -135,7 +135,7 @@ def test_judge_process_state_sees_patches_and_switches(monkeypatch):
     every change a task could make to a later task's reference shows."""
     import torch
 
-    from cuda_agent.evaluate.worker.judge import process_state, state_changes
+    from cuda_agent.evaluate.worker.common import process_state, state_changes
 
     before = process_state()
     assert state_changes(before, process_state()) == []
@@ -464,11 +464,11 @@ def test_a_resource_failure_while_sharing_the_gpu_is_run_again_alone(tmp_path, m
 
 @pytest.mark.parametrize("measured_by_first_try", [False, True])
 def test_a_second_try_holds_more_than_the_whole_memory_budget(tmp_path, monkeypatch, measured_by_first_try):
-    """A task whose need is unknown is admitted at once (need 0). If it runs short beside others,
-    its second try must not be admitted at once too, nor by a need its first try measured (the
-    model that need comes from may be what ran short): it holds more than the whole budget, so it
-    waits until nothing is promised (here, a finished evaluation's 1 GiB held while its processes
-    exit)."""
+    """A task whose need is unknown is admitted by its inputs' bytes alone (the judge's, on the meta
+    device: `memory.estimate`). If it runs short beside others, its second try must not be admitted
+    by that too, nor by a need its first try measured (the model that need comes from may be what
+    ran short): it holds more than the whole budget, so it waits until nothing is promised (here, a
+    finished evaluation's 1 GiB held while its processes exit)."""
     from cuda_agent.evaluate import evaluator as ev_mod
     from cuda_agent.evaluate import memory
     from cuda_agent.evaluate.locks import MemoryLedger
@@ -494,13 +494,13 @@ def test_a_second_try_holds_more_than_the_whole_memory_budget(tmp_path, monkeypa
         def run(self):
             res = EvalResult(task="t", candidate="c")
             if not started:
-                with self.memory():
+                with self.memory(gib):  # the inputs' bytes the judge told
                     threading.Thread(target=teardown).start()
                     time.sleep(0.1)
                     started.append(time.monotonic())
                 res.add(Code.OUT_OF_MEMORY, "the judge failed: CUDA out of memory")
                 return res
-            with self.memory():
+            with self.memory(gib):
                 started.append(released.is_set())
             res.correct = True
             return res
@@ -512,7 +512,8 @@ def test_a_second_try_holds_more_than_the_whole_memory_budget(tmp_path, monkeypa
         [out] = ev.map([(types.SimpleNamespace(source="class Model: pass\n"), "c")])
     assert out.correct and ev.reruns == 1
     assert started[1] is True  # the second try waited for the 1 GiB still held
-    assert holds[0] == 0 and holds[-1] == 10 * gib + 1  # (between them: the teardown's 1 GiB)
+    assert holds[0] == memory.estimate(gib) == memory.IN_COPIES * gib + memory.CONTEXTS
+    assert holds[-1] == 10 * gib + 1  # (between them: the teardown's 1 GiB)
 
 
 def test_a_task_beyond_the_memory_budget_runs_with_the_warm_pool_emptied(tmp_path, monkeypatch):
@@ -665,6 +666,113 @@ def test_gpu_pool_verdicts_through_kept_judges_and_warmed_spares(tmp_path, warm_
     assert stats["judges_reused"] >= 1, stats
 
 
+def test_the_judge_tells_the_inputs_bytes_before_making_any_or_none_where_it_cannot(tmp_path):
+    """At setup the judge makes get_inputs() on the meta device (no memory taken) and says how many
+    bytes one call's inputs hold: what the first evaluation of a task is admitted to a GPU by. A
+    get_inputs that reads a value cannot run there: unknown (None), and the task is admitted at once."""
+    from cuda_agent.evaluate.worker.judge import Judge
+
+    unreadable = TASK.read_text().replace("return [torch.randn(64, 256)]",
+                                          "return [torch.randn(64, 1 + int(torch.rand(1) > 2), 256).squeeze(1)]")
+    assert unreadable != TASK.read_text()
+    told = []
+    for source in (TASK.read_text(), unreadable):
+        judge = Judge()
+        told.append(judge.cmd_setup(task_source=source, origin="task.py", device="cpu", init_seed=1, weights_seed=2,
+                                    shm_dir=str(tmp_path), touch="bf16")["inputs_bytes"])
+        judge.cmd_prepare([{"trial": "c0", "seed": 3, "stress": None, "fill": None}])  # both run as tasks
+    assert told == [64 * 256 * 4, None]
+
+
+def test_serve_runs_the_handlers_after_command_once_the_commands_frame_is_gone():
+    """The judge gives its allocator's cache back after each command (`Judge.after_command`): serve
+    calls that hook before the reply, when what the command's locals held is freed already, after a
+    command that failed too."""
+    import weakref
+
+    from cuda_agent.evaluate.channel import ChannelClosed
+    from cuda_agent.evaluate.worker.serve import serve
+
+    class Held:
+        pass
+
+    freed: list[bool] = []
+
+    class Handler:
+        def cmd_make(self):
+            held = Held()
+            self.ref = weakref.ref(held)
+            return {}
+
+        def cmd_fail(self):
+            held = Held()
+            self.ref = weakref.ref(held)
+            raise RuntimeError("failed with a local alive")
+
+        def after_command(self):
+            freed.append(self.ref() is None)
+
+    class Chan:
+        def __init__(self):
+            self.msgs, self.sent = [{"cmd": "make", "seq": 1}, {"cmd": "fail", "seq": 2}], []
+
+        def recv(self):
+            if not self.msgs:
+                raise ChannelClosed()
+            return self.msgs.pop(0)
+
+        def send(self, msg):
+            self.sent.append(msg)
+
+    chan = Chan()
+    serve(Handler(), chan)
+    assert [(m["seq"], m["ok"]) for m in chan.sent] == [(1, True), (2, False)]
+    assert freed == [True, True]
+
+
+@pytest.mark.gpu
+def test_a_judge_keeps_no_more_than_its_reserve_cached_after_preparing_and_checking_a_large_trial(tmp_path):
+    """A stress trial of a 1 GiB input in [0, 1) (KernelBench's level 1 matrix-vector task draws
+    its 8 GiB matrix so) holds at its peak the input, its stressed copy and the reference's copy,
+    not one temporary of the input's size per step of the transform (nor a float64 copy); and
+    after each command (serve's `after_command`) the judge caches no more than its reserve: what
+    making, stressing and comparing inputs freed goes back to the driver, or the candidate and
+    baseline runners of the same evaluation run short of memory on a GPU the task fits alone."""
+    import torch
+
+    from cuda_agent.evaluate.memory import JUDGE_RESERVED_MAX
+    from cuda_agent.evaluate.worker.judge import Judge
+
+    source = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.sum(1, keepdim=True)
+        def get_inputs():
+            return [torch.rand(1 << 14, 1 << 14)]
+        def get_init_inputs():
+            return []
+    """)
+    judge = Judge()
+    judge.cmd_setup(task_source=source, origin="big.py", device="cuda", init_seed=1, weights_seed=2,
+                    shm_dir=str(tmp_path), touch="bf16")
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    prep = judge.cmd_prepare([{"trial": "s0", "seed": 3, "stress": 0, "fill": None}])
+    assert prep["in_bytes"] == 1 << 30
+    assert torch.cuda.max_memory_allocated() - base <= 3 * prep["in_bytes"] + (64 << 20)
+    judge.after_command()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() <= JUDGE_RESERVED_MAX
+    judge.trials["s0"]["aliases"] = [judge.trials["s0"]["inputs"][0].clone()]  # the candidate's slot, as filled
+    judge._received = lambda out: out.clone()  # (the candidate's output, as received from its process)
+    verdict = judge.cmd_check("s0", out=judge.trials["s0"]["ref"], plain=True, atol=1e-2, rtol=1e-2, norm_tol=1e-3)
+    assert verdict["code"] is None, verdict
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > JUDGE_RESERVED_MAX  # freed: input, slot
+    judge.after_command()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() <= JUDGE_RESERVED_MAX
+
+
 def test_memory_ledger_admits_what_fits_and_runs_a_too_large_job_alone(tmp_path):
     """Jobs whose promised memory would exceed the budget wait; a job larger than the whole budget
     still runs, with nothing else promised; a dead process's promise is dropped."""
@@ -778,7 +886,8 @@ def test_tasks_beyond_the_memory_budget_queued_together_empty_the_pool_once(tmp_
 def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded(tmp_path):
     """The memory admission is entered after the candidate's load (its build), before the reference
     first runs on inputs, and left when the evaluation ends; a candidate that fails to load never
-    asks for it."""
+    asks for it. It is told the bytes of one call's inputs, which the judge made on the meta device
+    (no input made yet): what a task not measured yet is admitted by."""
     import contextlib
 
     from cuda_agent.evaluate.evaluation import Evaluation
@@ -797,8 +906,9 @@ def test_an_evaluation_holds_its_device_memory_only_once_its_candidate_is_loaded
         ev: Evaluation | None = None
 
         @contextlib.contextmanager
-        def memory():
+        def memory(inputs_bytes):
             assert not ran.exists(), "the reference ran on inputs before the memory was held"
+            assert inputs_bytes == 64 * 256 * 4  # get_inputs(): one float32 tensor of 64 x 256
             events.append(("enter", dict(ev.res.phases_s)))
             yield
             events.append(("leave", dict(ev.res.phases_s)))

@@ -95,7 +95,8 @@ def sweep_stale(work: Path | None) -> None:
 class Evaluation:
     def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, pool: WarmPool | None = None,
                  gpu: str | None = None, background_teardown: bool = False,
-                 memory: Callable[[], contextlib.AbstractContextManager] | None = None, retry_alone: bool = False):
+                 memory: Callable[[int | None], contextlib.AbstractContextManager] | None = None,
+                 retry_alone: bool = False):
         """`pool`: warm workers to take from; `gpu`: the GPU (index) it runs on.
         `retry_alone`: a shortage of this try (out of memory beside other evaluations) is followed by
         a second try with the device to itself (the Evaluator's), so shape trials may leave out of
@@ -106,7 +107,8 @@ class Evaluation:
         `MemoryLedger.hold`), entered once the candidate is loaded, before the first inputs are
         made, and left when its workers are stopped: the build before it holds none of the GPU (a
         cold build is most of a fresh evaluation), so evaluations building beside each other do not
-        keep one another off it."""
+        keep one another off it. It is given the bytes of one call's inputs as the judge told them
+        on the meta device (None: unknown), for a task whose need is not measured yet."""
         self.task, self.cand, self.cfg = task, candidate, config
         self.background_teardown = background_teardown
         self.memory, self.retry_alone = memory, retry_alone
@@ -120,6 +122,7 @@ class Evaluation:
         self.batch: int | None = None  # calls per command, set from the first trial's sizes
         self.work: dict[str, Any] | None = None  # the reference's FLOPs and bytes (the judge counts them once)
         self.in_bytes: int | None = None  # bytes of one call's inputs at the task's sizes
+        self.inputs_bytes: int | None = None  # the same, told on the meta device before any is made
         self.skipped: dict[str, str] = {}  # why the judge skipped a trial (shape trials)
         self.deadline = time.monotonic() + config.timeout_s
         self.sandbox = isolation_support(config)
@@ -422,6 +425,7 @@ class Evaluation:
                 self.phase("reference_setup", t0)
             self.res.device = setup["device"]
             self.res.weights = setup["weights"]
+            self.inputs_bytes = setup.get("inputs_bytes")
             self.init_inputs = setup["init_inputs"]
             # Cached baselines fix the batch size: the candidate is timed as they were.
             self.baseline_key = baseline_key(self.res.device, cfg.batch_calls, cfg.compile_baseline, cfg.touch)
@@ -464,7 +468,7 @@ class Evaluation:
         self._record_precision(loaded.get("precision"))
         if self.memory is not None:  # waiting for the GPU's memory is not the candidate's time
             t0 = time.monotonic()
-            self.held.enter_context(self.memory())
+            self.held.enter_context(self.memory(self.inputs_bytes))
             self.phase("memory_admission", t0)
         self.deadline = time.monotonic() + cfg.timeout_s
         t0 = time.monotonic()

@@ -16,12 +16,12 @@ from the task's first evaluation) fits beside what the evaluations running there
 every process sharing the cache directory (`locks.MemoryLedger`); it waits for that once its
 candidate is built and loaded (`Evaluation`'s `memory`), so builds never wait for the GPU and
 hold none of its memory. A task that needs more than the GPU has beside the warm pool runs with
-nothing else admitted and the pool's idle workers closed (`WarmPool.lean`). Neighbours can still crowd each
-other out (a task not measured yet, a candidate that allocates more than the reference): an
-evaluation that fails for want of a resource (out of memory, or any infra-kind reason such as a
-reference that could not allocate its inputs) is run again alone on its GPU (`locks.Gate`, across
-processes too), once the memory that finished evaluations' exiting processes still hold is back
-(the ledger), and that verdict stands.
+nothing else admitted and the pool's idle workers closed (`WarmPool.lean`). Neighbours can still
+crowd each other out (a task not measured yet, admitted by its inputs' bytes alone; a candidate
+that allocates more than the reference): an evaluation that fails for want of a resource (out of
+memory, or any infra-kind reason such as a reference that could not allocate its inputs) is run
+again alone on its GPU (`locks.Gate`, across processes too), once the memory that finished
+evaluations' exiting processes still hold is back (the ledger), and that verdict stands.
 `evaluate()` of the package is the one-shot form of the same thing.
 """
 
@@ -219,13 +219,17 @@ class Evaluator(EvaluatorBase):
             self._busy[gpu] += 1
         gate = self._gates[gpu]
         ledger = self._ledgers[gpu]
-        need = memory.need(cfg.cache_dir, task.source, not _measures_baselines(cfg, task)) if ledger is not None else 0
+        cached = ledger is None or not _measures_baselines(cfg, task)  # (a CPU has no ledger)
+        need = memory.need(cfg.cache_dir, task.source, cached) if ledger is not None else 0
 
         @contextlib.contextmanager
-        def admit():
+        def admit(inputs_bytes: int | None = None):
             """The GPU for the evaluation's device work: a share of the gate (so a second try alone
-            waits only for the evaluations on the GPU, not for builds), then the task's memory."""
-            with gate.shared(), self._memory(gpu, need):
+            waits only for the evaluations on the GPU, not for builds), then the task's memory:
+            what it was measured to need, or, not measured yet, what its inputs' bytes (the
+            judge's, on the meta device) let one expect."""
+            wants = need or (memory.estimate(inputs_bytes, cached) if ledger is not None and inputs_bytes else 0)
+            with gate.shared(), self._memory(gpu, wants):
                 yield
 
         try:
@@ -244,11 +248,11 @@ class Evaluator(EvaluatorBase):
                     # alone in the gate, and alone in memory too: more than the whole budget, so
                     # it waits for what evaluations that finished (the first try among them) still
                     # hold while their processes exit, goes before smaller jobs, and runs with the
-                    # warm pool's spares and kept judges closed. Not the task's need: that is 0
-                    # for a task not measured yet, and the model behind it (memory.need) is what
-                    # a try that ran short may have proved wrong.
+                    # warm pool's spares and kept judges closed. Not the task's need: for a task
+                    # not measured yet that is an estimate from its inputs alone, and the model
+                    # behind either (memory.need) is what a try that ran short may have proved wrong.
                     res = Evaluation(task, candidate, cfg, pool=self._pools[gpu], gpu=gpu, background_teardown=True,
-                                     memory=(lambda: self._memory(gpu, ledger.budget + 1)) if ledger is not None
+                                     memory=(lambda _=None: self._memory(gpu, ledger.budget + 1)) if ledger is not None
                                      else None).run()
                 res.add(Code.RETRIED_ALONE, f"the first try, beside other evaluations on the GPU, failed with "
                                             f"{short.code.value}: {short.gist()}; this verdict is the second try, alone")

@@ -187,8 +187,8 @@ class MemoryLedger:
     exclusive flock. `hold(need)` waits until what is promised plus `need` fits in `budget` bytes
     (or nothing else is promised: a job larger than the budget runs alone rather than never), then
     promises it for the job's length. Holders of processes that have died are dropped. A need of 0
-    (a task not yet measured) is admitted at once; if it then runs short beside others, its second
-    try alone (`Gate`) holds more than the whole budget.
+    (a task not yet measured whose inputs' bytes are unknown) is admitted at once; if it then runs
+    short beside others, its second try alone (`Gate`) holds more than the whole budget.
 
     A job larger than the budget that has to wait is queued in the map (`WAITING`, with when it
     began to wait). While any job is queued, no job that is not is admitted; queued jobs go in the

@@ -11,9 +11,10 @@ output, the received output, the comparison's temporaries; candidate: its input 
 baseline runner: one call's inputs and output), plus a CUDA context per process, plus the
 reference's working memory once for the judge and once for each baseline runner (eager and
 compile) when the baselines are measured: every process that ran the reference keeps that memory
-in its allocator's cache. A task not measured yet needs 0: it is admitted at once and measured by
-that evaluation. A second try alone, after a first that ran short, holds the whole budget whatever
-the need (`Evaluator`).
+in its allocator's cache. A task not measured yet is admitted by its inputs' bytes alone, told
+by the judge on the meta device before any input is made (`estimate`), or at once where they
+cannot be told; that evaluation measures it. A second try alone, after a first that ran short,
+holds the whole budget whatever the need (`Evaluator`).
 
 That model misses what only the run shows: the allocator's cache kept across trials, a stress
 trial's second copy, fragmentation, a candidate's own workspace. So each evaluation that finishes
@@ -93,11 +94,24 @@ def need(cache_dir: str | os.PathLike, source: str, baselines_cached: bool = Tru
         peak = max(int(rec.get("peak", 0)), 0)
     except (KeyError, TypeError, ValueError):
         return 0
-    runs = 1 if baselines_cached else 1 + BASELINE_RUNNERS
-    model = IN_COPIES * ins + OUT_COPIES * outs + CONTEXTS + runs * work
+    model = _model(ins, outs, work, baselines_cached)
     if peak and not baselines_cached:  # the measured peak is the judge's and candidate's alone
         peak += BASELINE_RUNNERS * (CONTEXT + ins + outs + work)
     return max(model, peak)
+
+
+def estimate(in_bytes: int, baselines_cached: bool = True) -> int:
+    """What an evaluation of a task not measured yet is expected to hold at its peak, from the bytes
+    of one call's inputs alone (the judge makes get_inputs() on the meta device first): `need`'s
+    model with no output and no working memory. Admitted by it rather than at once, the first
+    evaluations of a batch's large tasks do not all start together, run out of memory beside each
+    other and queue for second tries alone."""
+    return _model(max(int(in_bytes), 0), 0, 0, baselines_cached)
+
+
+def _model(ins: int, outs: int, work: int, baselines_cached: bool) -> int:
+    runs = 1 if baselines_cached else 1 + BASELINE_RUNNERS
+    return IN_COPIES * ins + OUT_COPIES * outs + CONTEXTS + runs * work
 
 
 def budget(gpu: str, spares: int = 0, jobs: int = 0) -> int | None:

@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.evaluate.guard import NAMESPACES, namespace_objects, resolve
 from cuda_agent.evaluate.result import Code
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
@@ -215,3 +216,53 @@ def timer_for(device: Any, touch: str) -> Any:
     if timer is not None and timer.device == device and timer.touch_kind == touch:
         return timer
     return Timer(device, touch)
+
+
+def process_state() -> dict[str, Any]:
+    """What task code can change in the judge's process that would change a later task's
+    reference or inputs: torch's global switches, the functions of its public namespaces (a patch),
+    Python threads left running."""
+    import threading
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # some switches have newer spellings and warn when read
+        warnings.simplefilter("ignore")
+        state: dict[str, Any] = {
+            "default dtype": torch.get_default_dtype(),
+            "grad mode": torch.is_grad_enabled(),
+            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+            "CPU threads": torch.get_num_threads(),
+            "Python threads": threading.active_count(),
+            "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+                      torch.backends.cudnn.deterministic, read_switch(lambda: torch.backends.cudnn.allow_tf32),
+                      getattr(torch.backends.cudnn, "fp32_precision", None)),
+            "matmul": (torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+                       torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+            **precision_switches(),
+        }
+        get_default_device = getattr(torch, "get_default_device", None)
+        if get_default_device is not None:
+            state["default device"] = str(get_default_device())
+    for name in NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
+        state[name] = namespace_objects(name)
+    return state
+
+
+def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two `process_state`s: changed switches, and attributes of torch's
+    namespaces replaced or removed, or added to a class (a method shadowing its base's; a module
+    gains attributes as torch loads its submodules lazily)."""
+    changes = []
+    for key, old in before.items():
+        new = after.get(key)
+        if key in NAMESPACES:
+            replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
+            if isinstance(resolve(key), type):
+                replaced += [a for a in new if a not in old]
+            if replaced:
+                changes.append(f"{key}: {', '.join(sorted(replaced)[:4])} replaced")
+        elif new != old:
+            changes.append(f"{key}: {old!r} -> {new!r}")
+    return changes

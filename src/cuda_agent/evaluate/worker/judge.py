@@ -9,16 +9,16 @@ judge may be kept for the next one (`Judge.cmd_reset`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.evaluate.guard import NAMESPACES, namespace_objects, resolve
 from cuda_agent.evaluate.memory import JUDGE_RESERVED_MAX
 from cuda_agent.evaluate.result import Code
-from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothing, precision_switches, read_switch,
+from cuda_agent.evaluate.worker.common import (Failure, device_of, enter, nothing, process_state, state_changes,
                                                timed_call, timer_for, trace)
 from cuda_agent.evaluate.worker.stress import stress_input
 from cuda_agent.evaluate.worker.work import counted
@@ -132,7 +132,11 @@ class Judge:
         self.weights = {"rule": "redrawn", "redrawn": len(weights.redraw(self.learned, weights_seed)),
                         "learned": len(self.learned), "matched_by": None, "note": None}
         self.weights_seed = weights_seed
+        inputs_bytes = None  # (unknown where get_inputs cannot run on the meta device)
+        with contextlib.suppress(Exception):  # what a task not measured yet is admitted by (memory.estimate)
+            inputs_bytes = _nbytes(self._meta_inputs())
         return {
+            "inputs_bytes": inputs_bytes,
             "device": device_info(self.device.type),
             "init_inputs": describe(list(init_inputs), inline_tensor),
             "state": {k: describe(v) for k, v in weights.distinct(self.model.state_dict())[0].items()},
@@ -276,6 +280,20 @@ class Judge:
                 "out_bytes": _nbytes(last["ref"]) if last and last["ref"] is not None else 0,
                 "ref_ms": self.ref_ms, "ref_work_bytes": self.ref_work, "work": self.work}
 
+    def after_command(self) -> None:
+        """After each command, its frame gone (serve.py): give back to the driver what torch's cache
+        holds beyond `JUDGE_RESERVED_MAX`. A large task's inputs, made, stressed and compared, leave
+        copies' worth of freed blocks there (an 8 GiB input: 54 GiB) that the candidate and baseline
+        runners need next, or a task that fits the GPU runs short even alone. (The peak still counts
+        for admission: serve's `memory`.) A device error here shows in the next command."""
+        import torch
+
+        dev = getattr(self, "device", None)
+        with contextlib.suppress(Exception):
+            if dev is not None and dev.type == "cuda" and \
+                    torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > JUDGE_RESERVED_MAX:
+                torch.cuda.empty_cache()
+
     def _prepare_sized(self, items: list[dict[str, Any]], sizes: dict[str, Any],
                        reference: bool) -> list[dict[str, Any]]:
         """`_prepare` of each item with the task module's constants `sizes["set"]` in place (only
@@ -320,18 +338,23 @@ class Judge:
         return (f"a tensor of {most} elements at these sizes (the task's largest has {self.base_numel}): past "
                 f"2^31, where 32-bit indexing, exact at the task's sizes, overflows; not tried")
 
+    def _meta_inputs(self) -> list[Any]:
+        """get_inputs() made on the meta device, where no memory is taken: the inputs' shapes and
+        bytes before any is made (it raises where get_inputs cannot run there)."""
+        import torch
+
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            return list(self.task.get_inputs())
+
     def _sized_unfit(self, sizes: dict[str, Any]) -> str | None:
         """Why the task's inputs at these sizes are not tried before any is made: over the memory
         bound (their bytes told on the meta device, where no memory is taken), or their shapes are
         the task's own (a size read at import). None: try them."""
-        import torch
-
         from cuda_agent.evaluate.transport import tensors_of
 
         try:
-            torch.manual_seed(0)
-            with torch.device("meta"):
-                meta = list(self.task.get_inputs())
+            meta = self._meta_inputs()
         except Exception as exc:
             if sizes.get("grows"):
                 return (f"the inputs' bytes at larger sizes cannot be told in advance (get_inputs() fails on "
@@ -518,56 +541,6 @@ class Judge:
 
 
 JUDGE_MAX_SERVED = 64  # evaluations per judge process, a bound on whatever slowly accumulates
-
-
-def process_state() -> dict[str, Any]:
-    """What task code can change in the judge's process that would change a later task's
-    reference or inputs: torch's global switches, the functions of its public namespaces (a patch),
-    Python threads left running."""
-    import threading
-    import warnings
-
-    import torch
-
-    with warnings.catch_warnings():  # some switches have newer spellings and warn when read
-        warnings.simplefilter("ignore")
-        state: dict[str, Any] = {
-            "default dtype": torch.get_default_dtype(),
-            "grad mode": torch.is_grad_enabled(),
-            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
-            "CPU threads": torch.get_num_threads(),
-            "Python threads": threading.active_count(),
-            "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
-                      torch.backends.cudnn.deterministic, read_switch(lambda: torch.backends.cudnn.allow_tf32),
-                      getattr(torch.backends.cudnn, "fp32_precision", None)),
-            "matmul": (torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-                       torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
-            **precision_switches(),
-        }
-        get_default_device = getattr(torch, "get_default_device", None)
-        if get_default_device is not None:
-            state["default device"] = str(get_default_device())
-    for name in NAMESPACES:  # functions, classes, descriptors: not flags (torch.cuda._initialized)
-        state[name] = namespace_objects(name)
-    return state
-
-
-def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What differs between two `process_state`s: changed switches, and attributes of torch's
-    namespaces replaced or removed, or added to a class (a method shadowing its base's; a module
-    gains attributes as torch loads its submodules lazily)."""
-    changes = []
-    for key, old in before.items():
-        new = after.get(key)
-        if key in NAMESPACES:
-            replaced = [a for a, v in old.items() if a not in new or new[a] is not v]
-            if isinstance(resolve(key), type):
-                replaced += [a for a in new if a not in old]
-            if replaced:
-                changes.append(f"{key}: {', '.join(sorted(replaced)[:4])} replaced")
-        elif new != old:
-            changes.append(f"{key}: {old!r} -> {new!r}")
-    return changes
 
 
 def same_layout(a: Any, b: Any) -> bool:

@@ -49,7 +49,9 @@ def request(kind: str, **args: Any) -> dict[str, Any]:
 
 def serve(handler: Any, chan: Channel) -> None:
     """Answer the harness's commands with `handler.cmd_<name>(**args)` until `exit` or the channel
-    closes. An exception becomes a failure reply with its reason code; the process lives on."""
+    closes. An exception becomes a failure reply with its reason code; the process lives on. A
+    handler's `after_command()`, where it has one, runs after each command, before the reply, with
+    what the command's frame held released (the judge's: its allocator's cache)."""
     while True:
         try:
             msg = chan.recv()
@@ -72,6 +74,8 @@ def serve(handler: Any, chan: Channel) -> None:
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code too
             code, message = classify(exc, getattr(handler, "code_root", None))
             reply = {"ok": False, "code": code.value, "message": message}
+        if (after := getattr(handler, "after_command", None)) is not None:
+            after()
         reply["seq"] = msg.get("seq")
         chan.send(reply)
 
