@@ -9,6 +9,7 @@ verdict. Compiled candidates are covered by test_examples.py and test_workspace.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -220,7 +221,8 @@ def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(t
               policy="none")
     assert res.correct and res.reward == 1 and not res.failures
     skipped = [r for r in res.reasons if r.code is Code.TIMING_SKIPPED]
-    assert len(skipped) == 1 and "candidate took 1.5" in skipped[0].message
+    # (1.5 s of sleep, and the harness's time around the call: more on a loaded machine)
+    assert len(skipped) == 1 and re.search(r"candidate took 1\.[5-9]\d* s in the correctness", skipped[0].message)
     assert res.speedup_eager is None and res.times_ms.get("candidate") is None
 
 
