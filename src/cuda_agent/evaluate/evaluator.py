@@ -228,7 +228,7 @@ class Evaluator(EvaluatorBase):
             waits only for the evaluations on the GPU, not for builds), then the task's memory:
             what it was measured to need, or, not measured yet, what its inputs' bytes (the
             judge's, on the meta device) let one expect."""
-            wants = need or (memory.estimate(inputs_bytes, cached) if ledger is not None and inputs_bytes else 0)
+            wants = need or (memory.estimate(inputs_bytes, cached) if inputs_bytes else 0)  # (no ledger: unused)
             with gate.shared(), self._memory(gpu, wants):
                 yield
 
