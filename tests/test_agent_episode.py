@@ -53,11 +53,11 @@ def _script() -> list[ScriptStep]:
     ]
 
 
-def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(cache_dir))
     task = load_task(EX.task)
     cfg = EpisodeConfig(device="cpu", max_turns=20,
-                        eval=EvalConfig(device="cpu", cache_dir=tmp_path / "cache", timing_budget_s=0.1))
+                        eval=EvalConfig(device="cpu", cache_dir=cache_dir, timing_budget_s=0.1))
     with ScriptedServer(_script()) as server:
         client = ChatClient(server.base_url, "scripted-model", api_key_env=None, max_retries=0)
         ep = run_episode(task, tmp_path / "out", client, cfg)
@@ -102,10 +102,10 @@ def test_a_scripted_episode_ends_with_a_fresh_verdict_its_mistakes_did_not_move(
     assert shown.returncode == 0 and "Teleport" in shown.stdout and f"reward {ep.result.reward}" in shown.stdout
 
 
-def test_turn_limit_and_llm_errors_end_the_episode(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+def test_turn_limit_and_llm_errors_end_the_episode(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(cache_dir))
     task = load_task(EX.task)
-    cfg = EpisodeConfig(device="cpu", max_turns=2, eval=EvalConfig(device="cpu", cache_dir=tmp_path / "cache",
+    cfg = EpisodeConfig(device="cpu", max_turns=2, eval=EvalConfig(device="cpu", cache_dir=cache_dir,
                                                                     timing=False))
     loop = [ScriptStep(tool_calls=[("Bash", {"command": "true"})]) for _ in range(5)]
     with ScriptedServer(loop) as server:

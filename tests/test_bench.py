@@ -206,7 +206,7 @@ def test_bench_resumes_after_a_kill_and_reports(tmp_path):
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
 
 
-def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path):
+def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path, cache_dir):
     """`bench --agent`: one episode per task, two at a time, against a scripted OpenAI-compatible
     server; each episode's final evaluation is the task's verdict; a second run has nothing to do."""
     from conftest import sandbox_unavailable
@@ -233,9 +233,9 @@ def test_bench_with_the_agent_takes_each_episodes_final_verdict(tmp_path):
         args = [sys.executable, "-m", "cuda_agent", "bench", str(tmp_path / "kb"), "--agent", "--base-url",
                 server.base_url, "--model", "scripted/m1", "--api-key-env", "", "--episodes", "2",
                 "--device", "cpu", "--policy", "kernelbench", "--no-compile-baseline", "--trials", "2",
-                "--stress-trials", "0", "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
+                "--stress-trials", "0", "--out", str(tmp_path / "runs"), "--cache-dir", str(cache_dir),
                 "--json"]
-        env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path / "cache")}
+        env = {**os.environ, "CUDA_AGENT_CACHE": str(cache_dir)}
         first = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
         assert first.returncode == 0, first.stderr
         obj = json.loads(first.stdout)

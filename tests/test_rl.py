@@ -75,10 +75,10 @@ def test_value_targets_before_any_critic_are_lambda_powers_of_the_reward():
 
 # --- RFT data from real episodes ---------------------------------------------------------------------
 
-def _episode(out: Path, steps: list[ScriptStep], tmp_path: Path) -> dict:
+def _episode(out: Path, steps: list[ScriptStep], cache_dir: Path) -> dict:
     task = load_task(TASK)
     cfg = EpisodeConfig(device="cpu", max_turns=10, eval=EvalConfig(
-        device="cpu", cache_dir=tmp_path / "cache", policy="kernelbench", timing=False))
+        device="cpu", cache_dir=cache_dir, policy="kernelbench", timing=False))
     with ScriptedServer(steps) as server:
         run_episode(task, out, ChatClient(server.base_url, "scripted", api_key_env=None, max_retries=0), cfg)
         return {"last_request": server.requests[-1]}
@@ -89,17 +89,17 @@ def _write(content: str) -> ScriptStep:
 
 
 @needs_sandbox
-def test_rft_keeps_rewarded_clean_trajectories_in_verl_sft_format(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+def test_rft_keeps_rewarded_clean_trajectories_in_verl_sft_format(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(cache_dir))
     eps = tmp_path / "episodes"
     read = ScriptStep(content="Reading.", tool_calls=[("Read", {"file_path": "model.py"})])
     seen = {
-        "good": _episode(eps / "good", [read, _write(RIGHT), ScriptStep(content="Done.")], tmp_path),
+        "good": _episode(eps / "good", [read, _write(RIGHT), ScriptStep(content="Done.")], cache_dir),
         "invalid": _episode(eps / "invalid", [ScriptStep(tool_calls=[("Teleport", {"to": "mars"})]),
-                                              _write(RIGHT), ScriptStep(content="Done.")], tmp_path),
+                                              _write(RIGHT), ScriptStep(content="Done.")], cache_dir),
         "loop": _episode(eps / "loop", [_write(RIGHT)] + [ScriptStep(tool_calls=[("Bash", {"command": "ls"})])] * 3
-                         + [ScriptStep(content="Done.")], tmp_path),
-        "wrong": _episode(eps / "wrong", [_write(WRONG), ScriptStep(content="Done.")], tmp_path),
+                         + [ScriptStep(content="Done.")], cache_dir),
+        "wrong": _episode(eps / "wrong", [_write(WRONG), ScriptStep(content="Done.")], cache_dir),
     }
     # an episode cut off while writing, and a file that is no trajectory
     (eps / "cut").mkdir()

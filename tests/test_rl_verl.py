@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,7 @@ def _loop(tokenizer, server, tmp_path, **kw):
         dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), tools=ToolListWrap([]),
         device="cpu", work_dir=str(tmp_path / "work"), trajectory_dir=str(tmp_path / "trajectories"),
         unsandboxed=sandbox_unavailable() is not None,
-        eval_config={"device": "cpu", "cache_dir": str(tmp_path / "cache"), "policy": "kernelbench",
+        eval_config={"device": "cpu", "cache_dir": os.environ["CUDA_AGENT_CACHE"], "policy": "kernelbench",
                      "timing": False})
 
 
@@ -124,8 +125,10 @@ def _episodes(tokenizer, servers, tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def _close_evaluators(monkeypatch, tmp_path):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+def _close_evaluators(monkeypatch, cache_dir):
+    """The session's build cache (conftest.py): each rollout's workspace holds the same starter
+    kernels, built once for the whole run, as on a training host."""
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(cache_dir))
     yield
     reward_mod.close_shared_evaluators()
 
