@@ -16,6 +16,13 @@ changed), the objects of changed units and the module are removed before ninja r
 rests on timestamps), and a changed, new or removed header (any kernels/ file that is not a
 compiled unit) or a build that was killed clears the slot's objects. A slot in use by another build
 is not waited for: that build then runs in a fresh folder, as every build did before.
+
+Our fixed binding.cpp (the module's entry point: pybind11 and the registry, no candidate code) is
+compiled once per toolchain into `builds/binding/<key>/binding.o`, and every workspace build links that
+object instead of compiling the file again: pybind11's headers cost a first build 8-15 s of one core,
+and each rollout of an RL run starts from a fresh workspace. It is compiled outside any sandbox (no
+candidate source takes part, and the sandboxed builds read it from the cache's read-only view); where
+it does not build, each workspace build compiles binding.cpp itself, as before.
 """
 
 from __future__ import annotations
@@ -133,9 +140,11 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
         with _held_slot(cache_dir / "builds" / "incremental", candidate, [*fixed, *toolchain]) as slot:
             src = slot or work  # where the build runs; `work` becomes the published folder
             stage_sources(src, candidate, fixed)
-            cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or ""]
-            env = dict(os.environ, PYTHONPATH=package_root())
-            popen = dict(cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            binding = binding_object(cache_dir, device, arch, fixed, toolchain, timeout_s)
+            cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or "",
+                   str(binding or "")]
+            popen = dict(cwd=src, env=dict(os.environ, PYTHONPATH=package_root()), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
             if sup is None:
                 proc = subprocess.Popen(cmd, **popen)
             else:
@@ -178,6 +187,54 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def binding_object(cache_dir: Path, device: str, arch: str | None, fixed: list[tuple[str, str]],
+                   toolchain: list[tuple[str, str]], timeout_s: float) -> Path | None:
+    """Our binding.cpp compiled for this toolchain (module docstring): the object's absolute path
+    (links unresolved: sandboxes see the cache's views at its own path), built here when missing
+    (one process at a time; the others wait for it), or None where it did not build (a failure is
+    kept, as a workspace's compile errors are; a build cut by `timeout_s` is tried again next time)."""
+    root = Path(os.path.abspath(cache_dir)) / "builds" / "binding"
+    key = _digest([*fixed, *toolchain])[:32]
+    obj = root / key / "binding.o"
+    if obj.is_file():
+        return obj
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the same compile either way: wait for the one under way
+        if obj.is_file() or (root / f"{key}.failed").is_file():
+            return obj if obj.is_file() else None
+        work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+        try:
+            for name, text in fixed:
+                (work / name).write_text(text)
+            (work / "kernels").mkdir()
+            proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device,
+                                     arch or ""], cwd=work, env=dict(os.environ, PYTHONPATH=package_root()),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            if proc.returncode is None or proc.returncode < 0:
+                return None  # killed: not a verdict on the toolchain
+            if proc.returncode != 0 or not (work / "build" / "binding.o").is_file():
+                (root / f"{key}.failed").touch()  # builds compile binding.cpp themselves, and say why
+                return None
+            os.replace(work / "build" / "binding.o", work / "binding.o")
+            for f in list(work.iterdir()):
+                if f.name != "binding.o":
+                    shutil.rmtree(f) if f.is_dir() else f.unlink()
+            os.chmod(work, 0o755)  # (mkdtemp's 0700) read by sandboxed builds, as another user
+            os.chmod(work / "binding.o", 0o644)
+            work.rename(obj.parent)
+            work = None  # type: ignore[assignment]
+            return obj
+        finally:
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
