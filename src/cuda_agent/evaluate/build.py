@@ -140,7 +140,10 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
         with _held_slot(cache_dir / "builds" / "incremental", candidate, [*fixed, *toolchain]) as slot:
             src = slot or work  # where the build runs; `work` becomes the published folder
             stage_sources(src, candidate, fixed)
-            binding = binding_object(cache_dir, device, arch, fixed, toolchain, timeout_s)
+            try:
+                binding = binding_object(cache_dir, device, arch, fixed, toolchain, timeout_s)
+            except OSError:  # (a full disk, say: this build compiles binding.cpp itself)
+                binding = None
             cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or "",
                    str(binding or "")]
             popen = dict(cwd=src, env=dict(os.environ, PYTHONPATH=package_root()), stdout=subprocess.PIPE,
