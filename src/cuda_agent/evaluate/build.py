@@ -144,10 +144,9 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
                 binding = binding_object(cache_dir, device, arch, fixed, toolchain, timeout_s)
             except OSError:  # (a full disk, say: this build compiles binding.cpp itself)
                 binding = None
-            cmd = [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(src), device, arch or "",
-                   str(binding or "")]
-            popen = dict(cwd=src, env=dict(os.environ, PYTHONPATH=package_root()), stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+            cmd = _child_command(src, device, arch, str(binding or ""))
+            popen = dict(cwd=src, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
             if sup is None:
                 proc = subprocess.Popen(cmd, **popen)
             else:
@@ -192,6 +191,16 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _child_command(work: Path, device: str, arch: str | None, *binding: str) -> list[str]:
+    """The command that compiles the staged folder `work` (build_child.py), with our binding's
+    object linked where one is given."""
+    return [sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device, arch or "", *binding]
+
+
+def _child_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=package_root())
+
+
 def binding_object(cache_dir: Path, device: str, arch: str | None, fixed: list[tuple[str, str]],
                    toolchain: list[tuple[str, str]], timeout_s: float) -> Path | None:
     """Our binding.cpp compiled for this toolchain (module docstring): the object's absolute path
@@ -213,8 +222,7 @@ def binding_object(cache_dir: Path, device: str, arch: str | None, fixed: list[t
             for name, text in fixed:
                 (work / name).write_text(text)
             (work / "kernels").mkdir()
-            proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.evaluate.build_child", str(work), device,
-                                     arch or ""], cwd=work, env=dict(os.environ, PYTHONPATH=package_root()),
+            proc = subprocess.Popen(_child_command(work, device, arch), cwd=work, env=_child_env(),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             try:
                 proc.wait(timeout=timeout_s)
