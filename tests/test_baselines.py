@@ -302,10 +302,19 @@ def test_cli_baselines_writes_kernelbench_timing_layout(tmp_path):
     assert entry["mean"] > 0 and entry["num_trials"] >= 5 and entry["min"] <= entry["median"] <= entry["max"]
     assert entry["device"] == "cpu" and entry["hardware"]
     assert Path(written).parent.name == entry["hardware"].replace(" ", "_")
-    # a second run reads the cache
-    again = json.loads(subprocess.run(args, capture_output=True, text=True).stdout)
-    assert again["tasks"][0]["source"] == "cached"
-    assert again["tasks"][0]["eager"] == row["eager"]
+    # A baseline measured well enough is cached and read by the next run. One too noisy (a busy
+    # machine: CI runs two test processes on two cores) says so, is not cached, and the next run
+    # measures it again.
+    for _ in range(4):
+        assert row["cached"] == (not row["too_noisy"]), row
+        again = json.loads(subprocess.run(args, capture_output=True, text=True).stdout)["tasks"][0]
+        if row["cached"]:
+            assert again["source"] == "cached" and again["eager"] == row["eager"]
+            break
+        assert again["source"] == "measured"
+        row = again
+    else:
+        pytest.fail(f"the baseline was too noisy to cache four times running: {row['too_noisy']}")
     # an empty task set is a usage error
     (tmp_path / "empty" / "level1").mkdir(parents=True)
     p = subprocess.run(args[:4] + [str(tmp_path / "empty"), "--device", "cpu"], capture_output=True, text=True)

@@ -199,7 +199,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         print(json.dumps({"device": device, "written": [str(p) for p in written], "tasks": [
             {"task": t.id, "level": t.level, "eager": _stats_json(r.times_ms.get("eager")),
              "compile": _stats_json(r.times_ms.get("compile")),
-             "source": (r.timing_check or {}).get("baselines", {}).get("source"),
+             **_cache_json((r.timing_check or {}).get("baselines", {})),
              "self_check": r.speedup_eager, "reasons": [x.code.value for x in r.reasons]}
             for t, r in rows]}))
         return 0
@@ -208,12 +208,25 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         table.add_column(col)
     for t, r in rows:
         table.add_row(t.id, fmt_ms(r.times_ms["eager"]), fmt_ms(r.times_ms["compile"]),
-                      (r.timing_check or {}).get("baselines", {}).get("source", "-"), fmt_x(r.speedup_eager),
+                      _source_cell((r.timing_check or {}).get("baselines", {})), fmt_x(r.speedup_eager),
                       ", ".join(x.code.value for x in r.reasons) or "-")
     console().print(table)
     for p in written:
         print(f"wrote {p}")
     return 0
+
+
+def _cache_json(b: dict[str, Any]) -> dict[str, Any]:
+    """Where a task's baselines came from ("measured" or "cached"), whether a measured one was
+    cached, and why not: a median known too loosely on a busy machine serves its own run only."""
+    return {"source": b.get("source"), "cached": b.get("cached", b.get("source") == "cached"),
+            "too_noisy": b.get("too_noisy", [])}
+
+
+def _source_cell(b: dict[str, Any]) -> str:
+    if b.get("too_noisy"):
+        return f"{b['source']}, too noisy to cache"
+    return b.get("source", "-")
 
 
 def _stats_json(st) -> dict[str, Any] | None:
