@@ -4,9 +4,10 @@ examples, a task set's baselines, and the agent's workspace."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from cuda_agent.cli.common import EXIT_USAGE, console, fmt_ms, fmt_x, print_error, progress_bar, stdout_reserved
 from cuda_agent.cli.options import (add_eval_options, add_level_option, add_service_option, eval_config, load_tasks,
@@ -131,10 +132,26 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     return ws_main(args.command, Path(args.dir), args.rest)
 
 
+@contextlib.contextmanager
+def one_after_another(config, count: int) -> Iterator[Callable]:
+    """`evaluate(task, candidate)` for a batch of `count` evaluations run one after another. For more
+    than one, a warm `Evaluator`'s: its workers are forked from a zygote that imported torch once,
+    and its judges are kept between evaluations, so each evaluation after the first starts without
+    the two fresh interpreters (and their `import torch`) that the one-shot `evaluate` pays for. For
+    one, the one-shot form: a zygote would cost more than it saves."""
+    from cuda_agent.evaluate import Evaluator, evaluate
+
+    if count < 2:
+        yield lambda task, candidate: evaluate(task, candidate, config)
+        return
+    with Evaluator(config, jobs=1) as ev:
+        yield ev.evaluate
+
+
 def cmd_examples(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from cuda_agent.evaluate import evaluate, load_candidate
+    from cuda_agent.evaluate import load_candidate
     from cuda_agent.evaluate.device import resolve_device
     from cuda_agent.examples import get_example, list_examples
     from cuda_agent.tasks import load_task
@@ -146,11 +163,12 @@ def cmd_examples(args: argparse.Namespace) -> int:
     jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()
             if args.form in (None, form)]
     results = []
-    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress:
+    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress, \
+            one_after_another(config, len(jobs)) as evaluate:
         bar = progress.add_task(f"evaluating bundled examples on {device}", total=len(jobs))
         for ex, form, path in jobs:
             progress.update(bar, description=f"{ex.name} ({form})")
-            res = evaluate(load_task(ex.task), load_candidate(path), config)
+            res = evaluate(load_task(ex.task), load_candidate(path))
             results.append((ex, form, res))
             progress.advance(bar)
     if args.json:
@@ -178,7 +196,6 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from cuda_agent.bench.kernelbench_timing import write_kernelbench_timing
-    from cuda_agent.evaluate import evaluate
     from cuda_agent.evaluate.baselines import baseline_candidate
     from cuda_agent.evaluate.device import resolve_device
 
@@ -187,11 +204,12 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     config.policy, config.trials, config.stress_trials = "none", 1, 0  # the reference is trusted code
     tasks = load_tasks(args)
     rows = []
-    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress:
+    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress, \
+            one_after_another(config, len(tasks)) as evaluate:
         bar = progress.add_task(f"baselines on {device}", total=len(tasks))
         for task in tasks:
             progress.update(bar, description=task.id)
-            res = evaluate(task, baseline_candidate(task.source, "eager"), config)
+            res = evaluate(task, baseline_candidate(task.source, "eager"))
             rows.append((task, res))
             progress.advance(bar)
     written = write_kernelbench_timing(rows, args.out) if args.out else []
