@@ -90,3 +90,45 @@ def benchmark_script():
         spec.loader.exec_module(mod)
         return mod
     return load
+
+
+@pytest.fixture(scope="session")
+def warm_evaluate():
+    """`evaluate(task, candidate, config)` as a warm `Evaluator` of this test process runs it: its
+    workers forked from a zygote that imported torch once, its judges kept between evaluations, as
+    the service, bench and the RL reward evaluate. A fresh evaluation starts two interpreters that
+    import torch (about 10 s of CPU here); tests whose subject is not the one-shot form's own
+    processes use this. One Evaluator per setting its warm pool is made for (the sandbox's folders,
+    the output limit), closed at the end of the session."""
+    from cuda_agent.evaluate import Evaluator
+
+    evaluators: dict[tuple, Evaluator] = {}
+
+    def evaluate(task, candidate, config):
+        key = (config.device, str(config.cache_dir), str(config.work_dir), config.isolation,
+               config.output_limit, config.warm_spares, config.pin_cpus)
+        if key not in evaluators:
+            evaluators[key] = Evaluator(config, jobs=1, warm=2)
+        return evaluators[key].evaluate(task, candidate, config)
+
+    yield evaluate
+    for ev in evaluators.values():
+        ev.close()
+
+
+def share_precompiled_headers(cache: Path, session_cache: Path) -> None:
+    """Give a test's own cache the precompiled torch headers the session's cache holds by now (hard
+    links: 0.8 GB each, only ever read), so that a test whose subject is not a header's first build
+    does not build one again: a core-minute and more each, and the host unit compiled without it
+    meanwhile. Only published headers are shared (a folder appears once its header is complete);
+    where none is published yet, or links cannot be made, the test builds its own as before."""
+    import shutil
+
+    src = session_cache / "pch"
+    for d in (src.iterdir() if src.is_dir() else ()):
+        dst = cache / "pch" / d.name
+        if d.is_dir() and not dst.exists():
+            try:
+                shutil.copytree(d, dst, copy_function=os.link)
+            except OSError:
+                shutil.rmtree(dst, ignore_errors=True)

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import share_precompiled_headers
 
 from cuda_agent import sandbox
 from cuda_agent.evaluate import Code, EvalConfig, EvalResult, evaluate, load_candidate, milestone_reward
@@ -48,7 +49,9 @@ def candidate(tmp_path: Path, body: str, name: str = "cand.py") -> Path:
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-def run(tmp_path, cand: Path, cache_dir, device="cpu", **kw) -> EvalResult:
+def run(tmp_path, cand: Path, cache_dir, device="cpu", warm=None, **kw) -> EvalResult:
+    """The one-shot `evaluate`, or `warm` (the warm_evaluate fixture) for tests whose subject is not
+    the one-shot form's own processes."""
     # These candidates are PyTorch code (no compilation): KernelBench's rules. The strict policy and
     # every cheating category are covered by test_policy.py and test_adversarial.py.
     kw.setdefault("policy", "kernelbench")
@@ -56,7 +59,7 @@ def run(tmp_path, cand: Path, cache_dir, device="cpu", **kw) -> EvalResult:
     kw.setdefault("timing_budget_s", 0.1)
     kw.setdefault("timeout_s", 60)
     cfg = EvalConfig(device=device, cache_dir=cache_dir, **kw)
-    return evaluate(load_task(TASK), load_candidate(cand), cfg)
+    return (warm or evaluate)(load_task(TASK), load_candidate(cand), cfg)
 
 
 def codes(res: EvalResult) -> list[str]:
@@ -154,10 +157,10 @@ def test_a_comparison_in_chunks_finds_the_one_bad_element_and_leaves_the_referen
 # --- end to end ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_correct_candidate_passes_with_a_reward_of_at_least_1(tmp_path, cache_dir, device):
+def test_a_correct_candidate_passes_with_a_reward_of_at_least_1(tmp_path, cache_dir, device, warm_evaluate):
     # baselines measured by this evaluation, not read from the session's cache (whose entries fix
     # the batch size: test_cached_baselines_set_the_candidates_batch_size)
-    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device, baseline_cache=False)
+    res = run(tmp_path, candidate(tmp_path, CORRECT[len(HEADER):]), cache_dir, device, baseline_cache=False, warm=warm_evaluate)
     assert res.device["type"] == device
     assert res.compiled and res.correct, res.reasons
     assert res.reward >= 1
@@ -185,26 +188,26 @@ def test_a_correct_candidate_passes_with_a_reward_of_at_least_1(tmp_path, cache_
     assert again.to_json() == res.to_json()
 
 
-def test_seeds_replay_the_same_trials(tmp_path, cache_dir):
+def test_seeds_replay_the_same_trials(tmp_path, cache_dir, warm_evaluate):
     cand = candidate(tmp_path, CORRECT[len(HEADER):])
     seeds = list(range(101, 110))
-    res = run(tmp_path, cand, cache_dir, seeds=seeds, timing=False)
+    res = run(tmp_path, cand, cache_dir, seeds=seeds, timing=False, warm=warm_evaluate)
     assert res.seeds["all"] == seeds
     assert [t["seed"] for t in res.trials] == seeds[:7]
     assert res.correct and res.reward == 1
 
 
-def test_with_one_call_per_command_every_timed_call_is_checked(tmp_path, cache_dir):
+def test_with_one_call_per_command_every_timed_call_is_checked(tmp_path, cache_dir, warm_evaluate):
     """batch_calls=1: every trial and every timed call is its own command (the protocol of tasks
     too large for batches); every timed call checked."""
     cand = candidate(tmp_path, CORRECT[len(HEADER):])
-    res = run(tmp_path, cand, cache_dir, batch_calls=1, timed_check_fraction=1.0)
+    res = run(tmp_path, cand, cache_dir, batch_calls=1, timed_check_fraction=1.0, warm=warm_evaluate)
     assert res.correct and res.reward >= 1, res.reasons
     assert res.timing_check["calls_per_batch"] == 1
     assert res.timing_check["timed_calls_checked"] == res.times_ms["candidate"].n + 1  # + the warm-up
 
 
-def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir):
+def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(tmp_path, cache_dir, warm_evaluate):
     # each call takes 1.5 s: the 3 trials fit in timeout_s, the least timing (a warm-up batch and 6 of
     # samples) does not. Timing it would end in a timeout (reward -1) for a correct candidate.
     body = """
@@ -218,7 +221,7 @@ def test_a_correct_candidate_too_slow_to_time_is_correct_untimed_not_timed_out(t
             return (x + self.bias).clamp_min(0)
     """
     res = run(tmp_path, candidate(tmp_path, body), cache_dir, timeout_s=12, trials=3, stress_trials=0,
-              policy="none")
+              policy="none", warm=warm_evaluate)
     assert res.correct and res.reward == 1 and not res.failures
     skipped = [r for r in res.reasons if r.code is Code.TIMING_SKIPPED]
     # (1.5 s of sleep, and the harness's time around the call: more on a loaded machine)
@@ -294,12 +297,13 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, monkeypatch):
+def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(tmp_path, monkeypatch, cache_dir):
     """torch's load_inline waits without end for a lock file that only its builder removes; a worker
     killed mid-build leaves it in the extension's build folder, which the next evaluation reuses.
     The cache is named relative to the caller's folder (`--cache-dir .cache`): the runner works in
     a folder of its own, and the build must still land, and be found again, in the caller's."""
     monkeypatch.chdir(tmp_path)
+    share_precompiled_headers(tmp_path / "rel-cache", cache_dir)
     path = candidate(tmp_path, INLINE_CPU, "inline.py")
     # unsandboxed, the candidate builds in a folder of the cache that later evaluations share
     first = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600, isolation="off")
@@ -563,9 +567,9 @@ print(json.dumps([before, inside, state()]))
     "torch.backends.cuda.matmul.fp32_precision = 'tf32'",  # torch's newer API: an honest candidate
     "torch.backends.fp32_precision = 'tf32'",  # the newer global switch (the older getters refuse)
 ])
-def test_reduced_precision_is_recorded(tmp_path, cache_dir, switch):
+def test_reduced_precision_is_recorded(tmp_path, cache_dir, switch, warm_evaluate):
     body = switch + "\n" + CORRECT[len(HEADER):]
-    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False)
+    res = run(tmp_path, candidate(tmp_path, body), cache_dir, timing=False, warm=warm_evaluate)
     assert res.correct, res.reasons
     assert Code.REDUCED_PRECISION in [r.code for r in res.reasons]
     assert res.device["candidate_precision"]["matmul_allow_tf32"] is True

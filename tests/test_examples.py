@@ -136,11 +136,11 @@ COMPILE_TIMED = ("fused_bias_chain", "workspace")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,form", CPU_JOBS)
-def test_each_cpu_candidate_passes_with_a_speedup(name, form, cache_dir):
+def test_each_cpu_candidate_passes_with_a_speedup(name, form, cache_dir, warm_evaluate):
     ex = get_example(name)
     timed = (name, form) == COMPILE_TIMED
     cfg = _cpu_config(cache_dir, compile_baseline=True, timing_budget_s=0.3) if timed else _cpu_config(cache_dir)
-    res = evaluate(load_task(ex.task), load_candidate(ex.candidates("cpu")[form]), cfg)
+    res = warm_evaluate(load_task(ex.task), load_candidate(ex.candidates("cpu")[form]), cfg)
     assert res.correct, _explain(res)
     assert res.compiled
     assert res.reward >= 1

@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import share_precompiled_headers
 
 from cuda_agent import sandbox
 from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
@@ -80,9 +81,9 @@ def digest(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def world(tmp_path, monkeypatch):
-    """A home folder with a secret, a cache with the baselines' secret, and the package: the
-    places an escape would change."""
+def world(tmp_path, monkeypatch, cache_dir):
+    """A home folder with a secret, a cache with the baselines' secret (and the session's
+    precompiled headers), and the package: the places an escape would change."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("HOME-SECRET-" + uuid.uuid4().hex)
@@ -92,6 +93,7 @@ def world(tmp_path, monkeypatch):
     (cache / "baselines").mkdir(parents=True)
     (cache / "baselines" / ".secret").write_text("CACHE-SECRET-" + uuid.uuid4().hex)
     (cache / "baselines" / "entry.json").write_text('{"eager_ms": 1.0}')
+    share_precompiled_headers(cache, cache_dir)
     monkeypatch.setenv("HOME", str(home))
     before = {"home": digest(home), "cache": digest(cache / "baselines"), "package": digest(PACKAGE)}
     yield {"home": home, "cache": cache, "tmp": tmp_path, "before": before}

@@ -75,7 +75,7 @@ def _candidate(tmp_path: Path, body: str) -> Path:
     return _file(tmp_path, "cand.py", HEADER + textwrap.dedent(MODEL_NEW.format(body=body)))
 
 
-def _run(tmp_path: Path, cache_dir: Path, body: str, task: str = TASK, **kw) -> EvalResult:
+def _run(evaluate, tmp_path: Path, cache_dir: Path, body: str, task: str = TASK, **kw) -> EvalResult:
     kw = {"policy": "kernelbench", "timing": False, "timeout_s": 60, "shapes": 2, **kw}
     cfg = EvalConfig(device="cpu", cache_dir=cache_dir, **kw)
     return evaluate(load_task(_file(tmp_path, "task.py", task)), load_candidate(_candidate(tmp_path, body)), cfg)
@@ -146,8 +146,8 @@ def test_scaling_keeps_alignment_where_it_lands_near_and_memory_grows_only_for_s
 
 # --- end to end --------------------------------------------------------------------------------------
 
-def test_an_honest_candidate_generalizes(tmp_path, cache_dir):
-    res = _run(tmp_path, cache_dir, HONEST)
+def test_an_honest_candidate_generalizes(tmp_path, cache_dir, warm_evaluate):
+    res = _run(warm_evaluate, tmp_path, cache_dir, HONEST)
     assert res.correct and res.reward == 1, res.reasons
     gen = res.generalization
     assert gen["generalizes"] is True, gen
@@ -157,8 +157,8 @@ def test_an_honest_candidate_generalizes(tmp_path, cache_dir):
     assert res.to_json()["generalization"] == gen
 
 
-def test_a_candidate_with_the_tasks_shape_written_in_does_not_generalize_and_keeps_its_reward(tmp_path, cache_dir):
-    res = _run(tmp_path, cache_dir, RESHAPED)
+def test_a_candidate_with_the_tasks_shape_written_in_does_not_generalize_and_keeps_its_reward(tmp_path, cache_dir, warm_evaluate):
+    res = _run(warm_evaluate, tmp_path, cache_dir, RESHAPED)
     assert res.correct and res.reward == 1 and not res.failures, res.reasons
     gen = res.generalization
     assert gen["generalizes"] is False
@@ -238,8 +238,8 @@ def test_out_of_memory_at_a_smaller_size_is_the_candidates_failure(tmp_path, cac
         (0.5, False, "out_of_memory"), (0.25, False, "out_of_memory")]
 
 
-def test_require_generalization_makes_a_shape_specific_candidate_incorrect(tmp_path, cache_dir):
-    res = _run(tmp_path, cache_dir, FIXED_COUNT, require_generalization=True)
+def test_require_generalization_makes_a_shape_specific_candidate_incorrect(tmp_path, cache_dir, warm_evaluate):
+    res = _run(warm_evaluate, tmp_path, cache_dir, FIXED_COUNT, require_generalization=True)
     assert not res.correct and res.reward == -1
     assert [r.code for r in res.failures] == [Code.SHAPE_SPECIFIC]
     gen = res.generalization
@@ -248,9 +248,9 @@ def test_require_generalization_makes_a_shape_specific_candidate_incorrect(tmp_p
     assert "{'batch_size': 24, 'dim': 48}" in res.failures[0].message
 
 
-def test_a_task_whose_sizes_all_build_the_model_gives_null_with_why(tmp_path, cache_dir):
+def test_a_task_whose_sizes_all_build_the_model_gives_null_with_why(tmp_path, cache_dir, warm_evaluate):
     task = TASK.replace("return [torch.randn(batch_size, dim, features)]", "return [torch.randn(16, 32, features)]")
-    res = _run(tmp_path, cache_dir, HONEST, task=task)
+    res = _run(warm_evaluate, tmp_path, cache_dir, HONEST, task=task)
     assert res.correct and res.reward == 1
     gen = res.generalization
     assert gen["generalizes"] is None and gen["tried"] == [] and "also builds the model" in gen["why"]

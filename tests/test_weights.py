@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from cuda_agent.evaluate import EvalConfig, evaluate, load_candidate
+from cuda_agent.evaluate import EvalConfig, load_candidate
 from cuda_agent.evaluate import weights
 from cuda_agent.evaluate.worker.stress import stress_input
 from cuda_agent.tasks import load_task
@@ -166,7 +166,7 @@ def test_stress_inputs_beyond_the_distribution_for_plain_gaussian_inputs():
 
 # --- end to end on the CPU backend ----------------------------------------------------------------------
 
-def _eval(tmp_path, cache_dir, task: Path, body: str, header: str = "", **kw):
+def _eval(evaluate, tmp_path, cache_dir, task: Path, body: str, header: str = "", **kw):
     cand = tmp_path / "cand.py"
     cand.write_text(header + textwrap.dedent(body))
     kw.setdefault("policy", "kernelbench")
@@ -187,9 +187,9 @@ def _task(tmp_path, name: str, source: str) -> Path:
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
-def test_an_honest_layernorm_passes_with_its_affine_redrawn_by_name(tmp_path, cache_dir):
+def test_an_honest_layernorm_passes_with_its_affine_redrawn_by_name(tmp_path, cache_dir, warm_evaluate):
     task = ADV / "tasks" / "layernorm.py"
-    honest = _eval(tmp_path, cache_dir, task, """
+    honest = _eval(warm_evaluate, tmp_path, cache_dir, task, """
         class ModelNew(nn.Module):
             def __init__(self, features):
                 super().__init__()
@@ -204,12 +204,12 @@ def test_an_honest_layernorm_passes_with_its_affine_redrawn_by_name(tmp_path, ca
     # one without its affine fails: cat10_default_init_layernorm in the adversarial suite
 
 
-def test_a_module_moved_inside_inference_mode_at_init_takes_the_weights(tmp_path, cache_dir):
+def test_a_module_moved_inside_inference_mode_at_init_takes_the_weights(tmp_path, cache_dir, warm_evaluate):
     """A warm-up in __init__ under torch.inference_mode() that moves or converts the module (as
     CUDA-L1's EfficientNet does with `.cuda()`) leaves its buffers inference tensors, which take an
     in-place copy only inside inference mode: loading the reference's running statistics into them
     is not the candidate's runtime error."""
-    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "bn_relu.py", """
+    res = _eval(warm_evaluate, tmp_path, cache_dir, ADV / "tasks" / "bn_relu.py", """
         class ModelNew(nn.Module):
             def __init__(self, channels):
                 super().__init__()
@@ -225,7 +225,7 @@ def test_a_module_moved_inside_inference_mode_at_init_takes_the_weights(tmp_path
     assert res.weights["rule"] == "redrawn" and res.weights["redrawn"] == 4
 
 
-def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(tmp_path, cache_dir):
+def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(tmp_path, cache_dir, warm_evaluate):
     # a pattern of a real kernel: a temporary nn.Linear whose tensors are kept under other names
     body = """
         class ModelNew(nn.Module):
@@ -238,16 +238,16 @@ def test_renamed_parameters_get_the_redrawn_weights_by_value_under_kernelbench(t
                 return torch.relu(F.linear(x, self.weight, self.linear_bias))
         """
     task = ADV / "tasks" / "linear_relu.py"
-    res = _eval(tmp_path, cache_dir, task, body, HEADER)
+    res = _eval(warm_evaluate, tmp_path, cache_dir, task, body, HEADER)
     assert res.correct and res.reward == 1, res.reasons
     assert res.weights["rule"] == "redrawn" and res.weights["matched_by"] == "value"
     assert res.weights["copied"] == 2 and res.weights["kept_own"] == []
-    runtime_only = _eval(tmp_path, cache_dir, task, body, HEADER, policy="none")
+    runtime_only = _eval(warm_evaluate, tmp_path, cache_dir, task, body, HEADER, policy="none")
     assert runtime_only.correct, runtime_only.reasons
 
 
-def test_fused_parameters_fall_back_to_the_same_seed_rule_and_say_so(tmp_path, cache_dir):
-    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
+def test_fused_parameters_fall_back_to_the_same_seed_rule_and_say_so(tmp_path, cache_dir, warm_evaluate):
+    res = _eval(warm_evaluate, tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
         class ModelNew(nn.Module):
             def __init__(self, in_features, out_features):
                 super().__init__()
@@ -262,13 +262,13 @@ def test_fused_parameters_fall_back_to_the_same_seed_rule_and_say_so(tmp_path, c
     assert res.weights["kept_own"] == ["wb"]
 
 
-def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed_rule(tmp_path, cache_dir):
+def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed_rule(tmp_path, cache_dir, warm_evaluate):
     """A real-kernel pattern: the Linear kept, and its weight transposed into a buffer in __init__
     that forward reads. The buffer holds Model's fc.weight in another order, so it was copied at init
     and stays at the default init whatever is loaded: KernelBench's same-seed rule applies, while
     constant-init tensors are still re-drawn (a copy that also skips a bias still fails)."""
     task = ADV / "tasks" / "linear_relu.py"
-    res = _eval(tmp_path, cache_dir, task, """
+    res = _eval(warm_evaluate, tmp_path, cache_dir, task, """
         class ModelNew(nn.Module):
             def __init__(self, in_features, out_features):
                 super().__init__()
@@ -279,7 +279,7 @@ def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed
         """, HEADER)
     assert res.correct and res.reward == 1, res.reasons
     assert res.weights["rule"] == "same_seed" and "w_t (a copy of fc.weight" in res.weights["note"]
-    skips_bias = _eval(tmp_path, cache_dir, task, """
+    skips_bias = _eval(warm_evaluate, tmp_path, cache_dir, task, """
         class ModelNew(nn.Module):
             def __init__(self, in_features, out_features):
                 super().__init__()
@@ -291,11 +291,11 @@ def test_a_weight_copied_into_another_layout_at_init_falls_back_to_the_same_seed
     assert _codes(skips_bias) == ["output_mismatch"], skips_bias.reasons
 
 
-def test_a_weight_scaled_into_a_buffer_at_init_is_a_copy_too(tmp_path, cache_dir):
+def test_a_weight_scaled_into_a_buffer_at_init_is_a_copy_too(tmp_path, cache_dir, warm_evaluate):
     """CUDA-L1's pattern (level 2 problem 12): the Linear's tensors kept as parameters, and forward
     reading buffers derived from them in __init__, transposed and multiplied by a constant of the
     model. They are affine images of Model's weights, copies as much as a transpose is."""
-    res = _eval(tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
+    res = _eval(warm_evaluate, tmp_path, cache_dir, ADV / "tasks" / "linear_relu.py", """
         class ModelNew(nn.Module):
             def __init__(self, in_features, out_features):
                 super().__init__()
@@ -324,8 +324,8 @@ def test_only_an_exact_affine_image_of_a_weight_is_a_copy():
     assert copies(list(values), values, {"fc.weight": w}) == {"neg": "fc.weight"}
 
 
-def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench(tmp_path, cache_dir):
-    res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
+def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench(tmp_path, cache_dir, warm_evaluate):
+    res = _eval(warm_evaluate, tmp_path, cache_dir, DATA / "relu_bias_task.py", """
         class ModelNew(nn.Module):
             def __init__(self, f):
                 super().__init__()
@@ -336,9 +336,9 @@ def test_a_parameter_of_another_name_and_value_is_simply_wrong_under_kernelbench
     assert _codes(res) == ["output_mismatch"], res.reasons
 
 
-def test_strict_names_must_match_and_the_message_says_what_to_rename(tmp_path, cache_dir):
+def test_strict_names_must_match_and_the_message_says_what_to_rename(tmp_path, cache_dir, warm_evaluate):
     kernel = (ADV / "kernels" / "cpu.py").read_text()
-    res = _eval(tmp_path, cache_dir, DATA / "relu_bias_task.py", """
+    res = _eval(warm_evaluate, tmp_path, cache_dir, DATA / "relu_bias_task.py", """
         class ModelNew(nn.Module):
             def __init__(self, features):
                 super().__init__()
@@ -351,7 +351,7 @@ def test_strict_names_must_match_and_the_message_says_what_to_rename(tmp_path, c
     assert "missing: bias" in msg and "`b` holds Model's `bias`" in msg
 
 
-def test_weights_that_make_the_reference_degenerate_fall_back_to_the_default_init(tmp_path, cache_dir):
+def test_weights_that_make_the_reference_degenerate_fall_back_to_the_default_init(tmp_path, cache_dir, warm_evaluate):
     task = _task(tmp_path, "log_offset", """
         import torch
         import torch.nn as nn
@@ -369,7 +369,7 @@ def test_weights_that_make_the_reference_degenerate_fall_back_to_the_default_ini
         def get_init_inputs():
             return [32]
         """)
-    res = _eval(tmp_path, cache_dir, task, """
+    res = _eval(warm_evaluate, tmp_path, cache_dir, task, """
         class ModelNew(nn.Module):
             def __init__(self, n):
                 super().__init__()
