@@ -101,3 +101,29 @@ def test_only_the_most_recently_used_headers_are_kept(tmp_path):
     prune(tmp_path, keep=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".f0a1.work", "c", "c.lock", "d", "d.lock", "e", "e.lock",
                                                            "f", "f.lock"]
+
+
+LOAD = r"""
+import json, sys
+from pathlib import Path
+from cuda_agent.evaluate.worker import inline_build
+inline_build.install(sys.argv[1], None)
+from torch.utils.cpp_extension import load
+build = Path(sys.argv[2])
+src = build / "plus.cpp"
+src.write_text('#include <pybind11/pybind11.h>\nint plus(int x) { return x + 1; }\n'
+               'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("plus", &plus); }\n')
+m = load("plain_plus", sources=[str(src)], extra_cflags=["-O1"], build_directory=str(build))
+print(json.dumps({"out": m.plus(41), "included": "-include" in (build / "build.ninja").read_text()}))
+"""
+
+
+def test_a_load_of_sources_without_torchs_header_gets_no_precompiled_header(tmp_path):
+    """A `load` of a unit that does not include torch/extension.h (pybind11 alone) is built as
+    torch builds it: no header of torch's put in front of it, and none built beside it."""
+    (tmp_path / "build").mkdir()
+    out = subprocess.run([sys.executable, "-c", LOAD, str(tmp_path / "pch"), str(tmp_path / "build")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"out": 42, "included": False}
+    assert not (tmp_path / "pch").exists() or not any((tmp_path / "pch").iterdir())

@@ -3,7 +3,9 @@
 torch compiles an inline extension's host unit (main.cpp: torch/extension.h, then the candidate's
 C++ and its pybind11 bindings) from scratch every time, and reading torch's headers is most of that
 unit's time. `install` hooks the function where torch writes the build's ninja file
-(`cpp_extension._write_ninja_file`), the one place where the host unit's final flags are known:
+(`cpp_extension._write_ninja_file`), the one place where the host unit's final flags are known.
+Where every host unit includes torch/extension.h itself (a `load` of other sources is built as
+torch builds it):
 
 - when a precompiled header of torch/extension.h exists for exactly these flags (compiler, torch,
   defines, include paths, -O, -std: everything but the extension's name), the host unit gets
@@ -44,6 +46,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -61,6 +64,7 @@ KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently use
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
 _remote: Callable[..., dict[str, Any]] | None = None  # a sandboxed runner's builds go to the harness
+_INCLUDES_TORCH = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"]', re.M)
 
 
 def _host_words(cflags: list[str], post_cflags: list[str]) -> list[str]:
@@ -196,6 +200,8 @@ def _add_pch(bound: inspect.BoundArguments, root: Path, previous: str | None) ->
     cflags = list(bound.arguments.get("cflags") or [])
     post = list(bound.arguments.get("post_cflags") or [])
     try:
+        if not _host_units_include_torch(bound.arguments.get("sources") or []):
+            return
         cxx = os.environ.get("CXX", "c++")
         digest = flags_digest(cxx, cflags, post)
         ready = root / digest / HEADER
@@ -215,6 +221,15 @@ def _add_pch(bound: inspect.BoundArguments, root: Path, previous: str | None) ->
             os.utime(root / digest)  # recently used: kept by `prune`
     except OSError:
         pass  # no precompiled header: the build is as torch makes it
+
+
+def _host_units_include_torch(sources: list[str]) -> bool:
+    """Whether every host unit of the build includes torch/extension.h itself (load_inline's main.cpp
+    always does). `-include` would put torch's headers into a unit that never asked for them (a
+    pybind11-only source of `load`, whose names and macros may clash with torch's), and a header
+    built for such a build would cost a core-minute that it never repays."""
+    hosts = [s for s in sources if not str(s).endswith((".cu", ".cuh"))]
+    return bool(hosts) and all(_INCLUDES_TORCH.search(Path(s).read_bytes()) for s in hosts)
 
 
 def _remote_ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
