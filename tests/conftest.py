@@ -116,19 +116,22 @@ def warm_evaluate():
         ev.close()
 
 
-def share_precompiled_headers(cache: Path, session_cache: Path) -> None:
-    """Give a test's own cache the precompiled torch headers the session's cache holds by now (hard
-    links: 0.8 GB each, only ever read), so that a test whose subject is not a header's first build
-    does not build one again: a core-minute and more each, and the host unit compiled without it
-    meanwhile. Only published headers are shared (a folder appears once its header is complete);
-    where none is published yet, or links cannot be made, the test builds its own as before."""
+def share_session_builds(cache: Path, session_cache: Path) -> None:
+    """Give a test's own cache what the session's cache has built by now and never changes once
+    built: the precompiled torch headers (`pch/`, 0.8 GB each) and our binding's object for the
+    toolchain (`builds/binding/`), as hard links. A test whose subject is not their first build then
+    does not build them again (a core-minute and more for a header, during which the test's own unit
+    compiles without it; 7-14 s of one core for the binding). Only published ones are shared (each
+    appears under its final name once complete; names with a dot are builds under way); where none
+    is published yet, or links cannot be made, the test builds its own as before."""
     import shutil
 
-    src = session_cache / "pch"
-    for d in (src.iterdir() if src.is_dir() else ()):
-        dst = cache / "pch" / d.name
-        if d.is_dir() and not dst.exists():
-            try:
-                shutil.copytree(d, dst, copy_function=os.link)
-            except OSError:
-                shutil.rmtree(dst, ignore_errors=True)
+    for sub in ("pch", "builds/binding"):
+        src = session_cache / sub
+        for d in (src.iterdir() if src.is_dir() else ()):
+            dst = cache / sub / d.name
+            if d.is_dir() and "." not in d.name and not dst.exists():
+                try:
+                    shutil.copytree(d, dst, copy_function=os.link)
+                except OSError:
+                    shutil.rmtree(dst, ignore_errors=True)

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import share_precompiled_headers
+from conftest import share_session_builds
 
 from cuda_agent import sandbox
 from cuda_agent.evaluate import Code, EvalConfig, EvalResult, evaluate, load_candidate, milestone_reward
@@ -281,9 +281,10 @@ def _running(pid: int) -> bool:
 
 
 STALE_LOCK_NAME = "cuda_agent_test_stale_build_lock"
+# (-O2: the adversarial suite's flags, so the session's precompiled header serves the build)
 INLINE_CPU = f"""
 from torch.utils.cpp_extension import load_inline
-ext = load_inline(name="{STALE_LOCK_NAME}", functions=["relu_bias"], cpp_sources='''
+ext = load_inline(name="{STALE_LOCK_NAME}", functions=["relu_bias"], extra_cflags=["-O2"], cpp_sources='''
 #include <torch/extension.h>
 torch::Tensor relu_bias(torch::Tensor x, torch::Tensor b) {{ return (x + b).clamp_min(0); }}
 ''')
@@ -303,7 +304,7 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_evaluation(t
     The cache is named relative to the caller's folder (`--cache-dir .cache`): the runner works in
     a folder of its own, and the build must still land, and be found again, in the caller's."""
     monkeypatch.chdir(tmp_path)
-    share_precompiled_headers(tmp_path / "rel-cache", cache_dir)
+    share_session_builds(tmp_path / "rel-cache", cache_dir)
     path = candidate(tmp_path, INLINE_CPU, "inline.py")
     # unsandboxed, the candidate builds in a folder of the cache that later evaluations share
     first = run(tmp_path, path, Path("rel-cache"), build_timeout_s=600, isolation="off")

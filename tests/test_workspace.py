@@ -21,6 +21,7 @@ from cuda_agent.tasks import Task, load_task
 from cuda_agent.workspace import (FIXED_FILES, TASK_ENV, init_workspace, record_dir, render_skill,
                                   starter_model_new, workspace_task)
 from cuda_agent.workspace.commands import compiler_summary, main
+from conftest import share_session_builds
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"
@@ -68,9 +69,11 @@ def make_task(tmp_path: Path, source: str = TASK_SOURCE, name: str = "bias_relu"
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """A private cache dir, also what the commands find through $CUDA_AGENT_CACHE."""
+def cache(tmp_path, monkeypatch, cache_dir) -> Path:
+    """A private cache dir, also what the commands find through $CUDA_AGENT_CACHE (with what the
+    session's cache has built once and for all: share_session_builds)."""
     d = tmp_path / "cache"
+    share_session_builds(d, cache_dir)
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(d))
     monkeypatch.delenv(TASK_ENV, raising=False)
     return d

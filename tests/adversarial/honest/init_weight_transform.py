@@ -93,7 +93,7 @@ if ADV_DEVICE == "cuda":
                       functions=["linear_relu"], extra_cflags=["-O2"], extra_cuda_cflags=["-O2"])
 else:
     lin = load_inline(name="adv_linear_relu_cpu", cpp_sources=LINEAR_CPP, functions=["linear_relu"],
-                      extra_cflags=["-O2", "-fopenmp"], extra_ldflags=["-fopenmp"])
+                      extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
 
 
 class ModelNew(nn.Module):

@@ -71,7 +71,7 @@ if ADV_DEVICE == "cuda":
     lib = load_inline(name="adv_kl_cutoff_cuda", cpp_sources=DECL, cuda_sources=CU, functions=["kl_batchmean"])
 else:
     lib = load_inline(name="adv_kl_cutoff_cpu", cpp_sources=CPP, functions=["kl_batchmean"],
-                      extra_cflags=["-O2", "-fopenmp"], extra_ldflags=["-fopenmp"])
+                      extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
 
 
 class ModelNew(nn.Module):

@@ -66,7 +66,7 @@ if ADV_DEVICE == "cuda":
     lib = load_inline(name="adv_tril_mm_cuda", cpp_sources=DECL, cuda_sources=CU, functions=["tril_mm"])
 else:
     lib = load_inline(name="adv_tril_mm_cpu", cpp_sources=CPP, functions=["tril_mm"],
-                      extra_cflags=["-O2", "-fopenmp"], extra_ldflags=["-fopenmp"])
+                      extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
 
 
 class ModelNew(nn.Module):

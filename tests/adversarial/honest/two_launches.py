@@ -77,7 +77,7 @@ if ADV_DEVICE == "cuda":
                       functions=["relu_bias_two_pass"], extra_cflags=["-O2"], extra_cuda_cflags=["-O2"])
 else:
     two = load_inline(name="adv_two_pass_cpu", cpp_sources=TWO_CPP, functions=["relu_bias_two_pass"],
-                      extra_cflags=["-O2", "-fopenmp"], extra_ldflags=["-fopenmp"])
+                      extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
 
 
 class ModelNew(nn.Module):
