@@ -245,7 +245,7 @@ def test_a_unit_that_compiles_with_the_tensor_header_calls_what_it_calls_with_th
     assert [n for n in common if tensor[n] != full[n]] == []
 
 
-def _write(folder: Path, light: bool, monkeypatch, with_cuda: bool = True) -> str:
+def _write(folder: Path, light: bool, monkeypatch, with_cuda: bool = True, pch_root: Path | None = None) -> str:
     """torch's own ninja-file writer through the hook, for a host and a CUDA source in `folder`."""
     import inspect
 
@@ -260,8 +260,27 @@ def _write(folder: Path, light: bool, monkeypatch, with_cuda: bool = True) -> st
                   objects=["main.o", "cuda.cuda.o"], library_target="ext.so", with_cuda=with_cuda)
     if "with_sycl" in params:
         kwargs["with_sycl"] = False
-    inline_build._hooked_writer(writer, None, light)(**kwargs)
+    inline_build._hooked_writer(writer, pch_root, light)(**kwargs)
     return (folder / "build.ninja").read_text()
+
+
+def test_a_build_made_before_its_header_was_published_is_the_same_build_less_the_header(tmp_path, monkeypatch):
+    """The harness finds a sandboxed build by its inputs (isolate.Builds._ninja), and falls back to
+    them without the header's `-include` (`without_header`): the ninja file written once the
+    header is published, less that, is the one written before it was, and nothing else changes."""
+    started = []
+    monkeypatch.setattr(inline_build, "_start_pch", lambda root, digest, cmd: started.append(digest))
+    (tmp_path / "main.cpp").write_text("#include <torch/extension.h>\nint f() { return 1; }\n")
+    (tmp_path / "cuda.cu").write_text("")
+    before = _write(tmp_path, False, monkeypatch, with_cuda=False, pch_root=tmp_path / "pch").encode()
+    [digest] = started  # no header yet: one was started (here: not built) and the build goes without
+    (tmp_path / "pch" / digest).mkdir(parents=True)
+    (tmp_path / "pch" / digest / f"{inline_build.HEADER}.gch").write_text("published")
+    (tmp_path / "build.ninja").unlink()  # (a fresh folder: the next candidate's, in its own sandbox)
+    after = _write(tmp_path, False, monkeypatch, with_cuda=False, pch_root=tmp_path / "pch").encode()
+    assert b"-include " in after and b"-include " not in before
+    assert inline_build.without_header({"build.ninja": after, "main.cpp": b"x"}) == {"build.ninja": before, "main.cpp": b"x"}
+    assert inline_build.without_header({"build.ninja": before}) == {"build.ninja": before}
 
 
 def test_the_ninja_file_names_the_light_nvcc_and_a_folder_keeps_its_first_choice(tmp_path, monkeypatch):

@@ -322,8 +322,7 @@ class Builds:
         self.root.mkdir(parents=True, exist_ok=True)
         self.pch_root = box.cache_dir / "pch"
         self.pending: list[threading.Thread] = []
-        self.seconds = 0.0
-        self.count = 0
+        self.seconds, self.count = 0.0, 0
 
     def handle(self, kind: str, args: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -348,8 +347,9 @@ class Builds:
             inputs = self._read_inputs(rel)
         except OSError as exc:
             raise BuildRefused(f"{inside}: {exc}") from None
-        key = hashlib.sha256(json.dumps([inside, sorted((n, hashlib.sha256(b).hexdigest()) for n, b in inputs.items()),
-                                         toolchain()]).encode()).hexdigest()[:32]
+        key, plain = (hashlib.sha256(json.dumps([inside, sorted((n, hashlib.sha256(b).hexdigest()) for n, b in i.items()),
+                      toolchain()]).encode()).hexdigest()[:32] for i in (inputs, inline_build.without_header(inputs)))
+        key = plain if not (self.root / key).is_dir() and (self.root / plain).is_dir() else key  # (without_header)
         final, failed = self.root / key, self.root / f"{key}.failed"
         timed_out = None
         if not final.is_dir() and not failed.is_file():

@@ -64,6 +64,7 @@ KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently use
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
 _remote: Callable[..., dict[str, Any]] | None = None  # a sandboxed runner's builds go to the harness
+_WITH_HEADER = re.compile(rb"^(cflags = )-include (?:'[^'\n]*/%s'|[^\s']*/%s)(?: |$)" % ((re.escape(HEADER).encode(),) * 2), re.M)
 _INCLUDES_TORCH = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"]', re.M)
 
 
@@ -230,6 +231,17 @@ def _host_units_include_torch(sources: list[str]) -> bool:
     built for such a build would cost a core-minute that it never repays."""
     hosts = [s for s in sources if not str(s).endswith((".cu", ".cuh"))]
     return bool(hosts) and all(_INCLUDES_TORCH.search(Path(s).read_bytes()) for s in hosts)
+
+
+def without_header(inputs: dict[str, bytes]) -> dict[str, bytes]:
+    """A build's inputs (file name -> bytes) as they were before its flags' precompiled header was
+    published: the ninja file without `_add_pch`'s `-include` (always the first of the host flags).
+    The header only saves parsing, so a build of these inputs serves the ones given as well."""
+    ninja = inputs.get("build.ninja")
+    if ninja is None:
+        return inputs
+    plain = _WITH_HEADER.sub(rb"\1", ninja, count=1)
+    return inputs if plain == ninja else {**inputs, "build.ninja": plain}
 
 
 def _remote_ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
