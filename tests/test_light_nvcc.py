@@ -271,7 +271,6 @@ def test_a_build_made_before_its_header_was_published_is_the_same_build_less_the
     started = []
     monkeypatch.setattr(inline_build, "_start_pch", lambda root, digest, cmd: started.append(digest))
     (tmp_path / "main.cpp").write_text("#include <torch/extension.h>\nint f() { return 1; }\n")
-    (tmp_path / "cuda.cu").write_text("")
     before = _write(tmp_path, False, monkeypatch, with_cuda=False, pch_root=tmp_path / "pch").encode()
     [digest] = started  # no header yet: one was started (here: not built) and the build goes without
     (tmp_path / "pch" / digest).mkdir(parents=True)
