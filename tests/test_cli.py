@@ -21,11 +21,14 @@ from pathlib import PurePath
 
 import pytest
 
+from cuda_agent.agent.config import EpisodeConfig
 from cuda_agent.agent.replay import transcript
 from cuda_agent.cli import build_parser
-from cuda_agent.cli.options import eval_config
+from cuda_agent.cli.options import EPISODE_FLAGS, config_kwargs, eval_config, field_docs
+from cuda_agent.cli.synth import SYNTH_FLAGS
 from cuda_agent.errors import CudaAgentError, UsageError
-from cuda_agent.evaluate.config import EvalConfig, field_help
+from cuda_agent.evaluate.config import EvalConfig
+from cuda_agent.synth.config import WINDOWS, SynthConfig
 
 
 def _kind(action: argparse.Action) -> str:
@@ -234,12 +237,12 @@ SURFACE = [
     "cuda-agent synth --api-key-env: store dest=api_key_env default='OPENAI_API_KEY'",
     'cuda-agent synth --base-url: store dest=base_url',
     "cuda-agent synth --composer: store dest=composer default='offline' choices=['offline', 'llm']",
-    "cuda-agent synth --device: store dest=device default='auto'",
+    "cuda-agent synth --device: store dest=device default='auto' choices=['auto', 'cuda', 'cpu']",
     "cuda-agent synth --isolation: store dest=isolation default='required' choices=['auto', 'required', 'off']",
     'cuda-agent synth --json: store_true dest=json default=False',
     'cuda-agent synth --kernelbench: store dest=kernelbench type=Path',
     'cuda-agent synth --max-attempts: store dest=max_attempts type=checked',
-    'cuda-agent synth --mix: store dest=mix',
+    'cuda-agent synth --mix: store dest=mix type=checked',
     'cuda-agent synth --model: store dest=model',
     'cuda-agent synth --n: store dest=n required type=checked',
     'cuda-agent synth --out: store dest=out required type=Path',
@@ -247,7 +250,7 @@ SURFACE = [
     'cuda-agent synth --seed: store dest=seed default=0 type=int',
     'cuda-agent synth --threshold: store dest=threshold default=0.9 type=float',
     'cuda-agent synth --timeout: store dest=timeout default=300.0 type=checked',
-    'cuda-agent synth --window: store dest=window',
+    'cuda-agent synth --window: store dest=window type=checked',
     'cuda-agent synth --workers: store dest=workers type=checked',
     "cuda-agent synth -h/--help: help dest=help default='==SUPPRESS=='",
     "cuda-agent train -h/--help: help dest=help default='==SUPPRESS=='",
@@ -347,8 +350,8 @@ def test_positive_numbers_keep_their_type():
 # --- the evaluation options come from EvalConfig --------------------------------------------------
 
 def test_every_eval_config_field_has_a_docstring_for_help():
-    assert set(field_help()) == {f.name for f in dataclasses.fields(EvalConfig)}
-    assert all(text and "\n" not in text for text in field_help().values())
+    assert set(field_docs(EvalConfig)) == {f.name for f in dataclasses.fields(EvalConfig)}
+    assert all(text and "\n" not in text for text in field_docs(EvalConfig).values())
 
 
 def test_eval_options_left_alone_give_eval_config_s_defaults():
@@ -368,6 +371,45 @@ def test_eval_options_map_onto_eval_config_fields(tmp_path):
 def test_an_eval_config_that_refuses_the_options_is_a_user_error():
     with pytest.raises(CudaAgentError, match="seeds: got 2, need 9"):
         eval_config(build_parser().parse_args(["eval", "t.py", "c.py", "--seeds", "1,2"]))
+
+
+# --- the agent's and synth's options come from EpisodeConfig and SynthConfig ----------------------
+
+@pytest.mark.parametrize("cls, flags", [(EpisodeConfig, EPISODE_FLAGS), (SynthConfig, SYNTH_FLAGS)])
+def test_every_field_on_the_command_line_has_a_docstring_for_help(cls, flags):
+    docs = field_docs(cls)
+    assert {f.field for f in flags} <= set(docs) == {f.name for f in dataclasses.fields(cls)}
+    assert all(text and "\n" not in text for text in docs.values())
+
+
+def test_agent_options_left_alone_give_episode_config_s_defaults():
+    args = build_parser().parse_args(["solve", "t.py", "--out", "o", "--base-url", "u", "--model", "m"])
+    assert EpisodeConfig(**config_kwargs(args, EPISODE_FLAGS)) == EpisodeConfig()
+    args = build_parser().parse_args(["solve", "t.py", "--out", "o", "--base-url", "u", "--model", "m",
+                                      "--max-turns", "3", "--wall-time", "60", "--unsandboxed"])
+    cfg = EpisodeConfig(**config_kwargs(args, EPISODE_FLAGS))
+    assert (cfg.max_turns, cfg.wall_s, cfg.allow_unsandboxed) == (3, 60.0, True)
+
+
+def test_synth_options_left_alone_give_synth_config_s_defaults(tmp_path):
+    args = build_parser().parse_args(["synth", "--out", str(tmp_path), "--n", "5", "--device", "cpu"])
+    assert SynthConfig(**config_kwargs(args, SYNTH_FLAGS)) == SynthConfig(out=tmp_path, n=5, device="cpu")
+    args = build_parser().parse_args(["synth", "--out", str(tmp_path), "--n", "5", "--device", "cpu",
+                                      "--window", "2,20", "--mix", "2:1,3:1", "--timeout", "9"])
+    cfg = SynthConfig(**config_kwargs(args, SYNTH_FLAGS))
+    assert (cfg.window_ms, cfg.mix, cfg.timeout_s) == ((2.0, 20.0), {2: 0.5, 3: 0.5}, 9.0)
+    for device, (lo, hi) in WINDOWS.items():  # the help's default is the one the run takes
+        assert f"{lo:g},{hi:g} on {device}" in field_docs(SynthConfig)["window_ms"]
+
+
+@pytest.mark.parametrize("flag, value, message", [("--mix", "7:1", "operator counts go from 1 to 5"),
+                                                  ("--window", "5,1", "LO must be >= 0 and under HI"),
+                                                  ("--device", "tpu", "invalid choice")])
+def test_a_synth_option_out_of_range_is_refused_with_what_to_give(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["synth", "--out", "o", "--n", "1", flag, value])
+    assert exit.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 # --- replay ---------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.errors import UsageError
-from cuda_agent.synth.compose import compose_offline, parse_mix
+from cuda_agent.synth.compose import compose_offline
+from cuda_agent.synth.config import parse_mix
 from cuda_agent.synth.filters import ProbePool, rescale
 from cuda_agent.synth.pipeline import SynthConfig, run_synth
 from cuda_agent.synth.similarity import kernelbench_index

@@ -13,6 +13,7 @@ from cuda_agent.errors import UsageError
 
 API_KEY_ENV = "OPENAI_API_KEY"  # the environment variable holding the endpoint's key, by default
 REQUEST_TIMEOUT_S = 600.0  # limit of one request, by default (retried with backoff)
+CONTEXT_TOKENS = 131_072  # the context the paper trains and runs its agent at (128K tokens)
 
 
 @dataclass

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent.bridge import EvalBridge
+from cuda_agent.agent.config import EpisodeConfig
 from cuda_agent.agent.llm import ChatClient
 from cuda_agent.agent.sandbox import Limits, Sandbox
 from cuda_agent.agent.toolbox import Toolbox
@@ -34,17 +35,6 @@ Use the tools to read files, write code, compile, verify and profile; iterate un
 correct and as fast as you can make it. The workspace's commands are the judge: only their verdict counts. \
 There is no network. When you are done, answer without calling any tool."""
 ELIDED = "[output elided: the conversation reached its context budget]"
-
-
-@dataclass
-class EpisodeConfig:
-    max_turns: int = 200
-    context_tokens: int = 131_072
-    wall_s: float = 4 * 3600.0
-    device: str = "auto"
-    allow_unsandboxed: bool = False
-    limits: Limits = field(default_factory=Limits)
-    eval: EvalConfig | None = None  # the final evaluation (default: the device's defaults)
 
 
 @dataclass

@@ -17,7 +17,6 @@ plain child processes in the workspace, and `isolation["level"]` says "none".
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal

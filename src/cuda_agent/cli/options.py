@@ -5,14 +5,19 @@ run store's, and the task set's levels."""
 from __future__ import annotations
 
 import argparse
+import ast
+import copy
 import dataclasses
+import functools
+import inspect
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from cuda_agent.agent.llm import API_KEY_ENV, REQUEST_TIMEOUT_S
-from cuda_agent.errors import CudaAgentError
-from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES, POLICIES, REWARDS, SERVICE_MODES, EvalConfig, default_service_mode, field_help
+from cuda_agent.errors import CudaAgentError, UsageError
+from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES, POLICIES, REWARDS, SERVICE_MODES, EvalConfig, default_service_mode
 
 LEVELS = (1, 2, 3, 4)  # KernelBench's levels
 
@@ -38,11 +43,24 @@ def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-class EvalFlag(NamedTuple):
-    """An EvalConfig field exposed on the command line. A flag `--no-X` turns off a field that is on
-    by default, a flag of a field off by default turns it on; any other flag takes the field's
-    value, its default the field's (None where the field's default is made by a factory:
-    EvalConfig then makes it)."""
+def parsed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a parser of the library's that raises UsageError: its message becomes
+    argparse's (which would otherwise say only "invalid value")."""
+    def parse_arg(text: str):
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse_arg.__name__ = parse.__name__
+    return parse_arg
+
+
+class Flag(NamedTuple):
+    """A config dataclass's field exposed on the command line. A flag `--no-X` turns off a field
+    that is on by default, a flag of a field off by default turns it on; any other flag takes the
+    field's value, its default the field's (None where the field's default is made by a factory:
+    the dataclass then makes it), required where the field has no default. Its help is the field's
+    docstring (`field_docs`)."""
     field: str
     flag: str
     type: Callable[[str], Any] | None = None
@@ -50,80 +68,76 @@ class EvalFlag(NamedTuple):
     metavar: str | None = None
 
 
-EVAL_FLAGS = (
-    EvalFlag("device", "--device", choices=DEVICES),
-    EvalFlag("policy", "--policy", choices=POLICIES),
-    EvalFlag("trials", "--trials", positive(int)),
-    EvalFlag("stress_trials", "--stress-trials", int),
-    EvalFlag("shapes", "--shapes", int, metavar="N"),
-    EvalFlag("require_generalization", "--require-generalization"),
-    EvalFlag("atol", "--atol", float),
-    EvalFlag("rtol", "--rtol", float),
-    EvalFlag("seeds", "--seeds", seed_list, metavar="SEED,SEED,..."),
-    EvalFlag("timing", "--no-timing"),
-    EvalFlag("compile_baseline", "--no-compile-baseline"),
-    EvalFlag("baseline_cache", "--no-baseline-cache"),
-    EvalFlag("timeout_s", "--timeout", positive(float)),
-    EvalFlag("cache_dir", "--cache-dir", Path),
-    EvalFlag("isolation", "--isolation", choices=ISOLATION_MODES),
-    EvalFlag("reward", "--reward", choices=REWARDS),
-)
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring of the dataclass `cls` (the string literal right after the field), its
+    lines joined: the help text of the options made from it. Read from the class's source with ast
+    (docstrings of attributes exist only there), once per class."""
+    (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+    docs = {}
+    for field, after in zip(node.body, node.body[1:]):
+        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[field.target.id] = " ".join(after.value.value.split())
+    return docs
 
 
-def _negated(flag: EvalFlag) -> bool:
+def _negated(flag: Flag) -> bool:
     return flag.flag.startswith("--no-")
 
 
-def _dest(flag: EvalFlag) -> str:
+def _dest(flag: Flag) -> str:
     return flag.flag[2:].replace("-", "_")
 
 
-def _help(flag: EvalFlag, field: dataclasses.Field) -> str:
-    """The field's docstring, as help text (lower case, no final period), with its default."""
-    doc = field_help()[flag.field].rstrip(".").replace("%", "%%")
+def _help(flag: Flag, field: dataclasses.Field, doc: str) -> str:
+    """The field's docstring as help text (lower case, no final period), with its default."""
+    doc = doc.rstrip(".").replace("%", "%%")
     if doc[:2].istitle():  # "Backend: ..." but not "CUDA: ..."
         doc = doc[0].lower() + doc[1:]
     if _negated(flag):
         return f"turn off `{flag.field}`: {doc}"
     if field.default_factory is not dataclasses.MISSING:  # its docstring says what it makes
         return f"{doc} (default: {field.default_factory.__doc__.strip().rstrip('.')})"
-    if field.default is None:
-        return doc  # the docstring says what None means
+    if field.default is None or field.default is dataclasses.MISSING:
+        return doc  # the docstring says what None means; a required option has no default
     default = f"{field.default:g}" if isinstance(field.default, float) else field.default
     return f"{doc} (default {default})"
 
 
-def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None, without: tuple[str, ...] = ()) -> None:
-    """--json and the EVAL_FLAGS, with EvalConfig's defaults and its field docstrings as help.
-    `isolation`: this command's default of --isolation where it differs from EvalConfig's
-    (`required` for the commands that run model-written code unattended: solve, serve); `without`:
-    fields this command has no use for (`baselines` gives no reward)."""
-    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
-    if isolation is not None:
-        import copy
-
-        fields["isolation"] = copy.copy(fields["isolation"])
-        fields["isolation"].default = isolation
-    for flag in EVAL_FLAGS:
+def add_config_options(p: argparse.ArgumentParser, cls: type, flags: tuple[Flag, ...],
+                       defaults: dict[str, Any] | None = None, without: tuple[str, ...] = (), when: str = "") -> None:
+    """The `flags` of the dataclass `cls`, with its defaults (`defaults` overriding some for this
+    command) and its field docstrings as help (each begun with `when`, e.g. "--composer llm: ");
+    `without`: fields this command has no use for. Read back by `config_kwargs`."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in (defaults or {}).items():
+        fields[name] = copy.copy(fields[name])
+        fields[name].default = value
+    docs = field_docs(cls)
+    for flag in flags:
         if flag.field in without:
             continue
         field = fields[flag.field]
+        text = when + _help(flag, field, docs[flag.field])
         if _negated(flag):
             assert field.default is True, flag  # a --no-X flag turns off what is on by default
-            p.add_argument(flag.flag, action="store_true", help=_help(flag, field))
+            p.add_argument(flag.flag, action="store_true", help=text)
         elif field.default is False:  # a switch that turns the field on
-            p.add_argument(flag.flag, action="store_true", help=_help(flag, field).removesuffix(" (default False)"))
+            p.add_argument(flag.flag, action="store_true", help=text.removesuffix(" (default False)"))
         else:
+            required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
             default = None if field.default is dataclasses.MISSING else field.default
             p.add_argument(flag.flag, type=flag.type, choices=flag.choices, default=default, metavar=flag.metavar,
-                           help=_help(flag, field))
+                           required=required, help=text)
 
 
-def eval_config(args: argparse.Namespace) -> EvalConfig:
-    """The EvalConfig of the parsed EVAL_FLAGS; a field's invalid value is a user error."""
+def config_kwargs(args: argparse.Namespace, flags: tuple[Flag, ...]) -> dict[str, Any]:
+    """The fields that `add_config_options` put on the command line, as parsed: keyword arguments
+    of the dataclass (a value left at None is left out, for the dataclass's own default)."""
     kw: dict[str, Any] = {}
-    for flag in EVAL_FLAGS:
+    for flag in flags:
         if not hasattr(args, _dest(flag)):  # (a flag this command goes without)
             continue
         value = getattr(args, _dest(flag))
@@ -131,8 +145,42 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
             kw[flag.field] = not value
         elif value is not None:
             kw[flag.field] = value
+    return kw
+
+
+EVAL_FLAGS = (
+    Flag("device", "--device", choices=DEVICES),
+    Flag("policy", "--policy", choices=POLICIES),
+    Flag("trials", "--trials", positive(int)),
+    Flag("stress_trials", "--stress-trials", int),
+    Flag("shapes", "--shapes", int, metavar="N"),
+    Flag("require_generalization", "--require-generalization"),
+    Flag("atol", "--atol", float),
+    Flag("rtol", "--rtol", float),
+    Flag("seeds", "--seeds", seed_list, metavar="SEED,SEED,..."),
+    Flag("timing", "--no-timing"),
+    Flag("compile_baseline", "--no-compile-baseline"),
+    Flag("baseline_cache", "--no-baseline-cache"),
+    Flag("timeout_s", "--timeout", positive(float)),
+    Flag("cache_dir", "--cache-dir", Path),
+    Flag("isolation", "--isolation", choices=ISOLATION_MODES),
+    Flag("reward", "--reward", choices=REWARDS),
+)
+
+
+def add_eval_options(p: argparse.ArgumentParser, isolation: str | None = None, without: tuple[str, ...] = ()) -> None:
+    """--json and the EVAL_FLAGS of `EvalConfig`. `isolation`: this command's default of
+    --isolation where it differs from EvalConfig's (`required` for the commands that run
+    model-written code unattended: solve, serve); `without`: fields this command has no use for
+    (`baselines` gives no reward)."""
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_config_options(p, EvalConfig, EVAL_FLAGS, {"isolation": isolation} if isolation else None, without)
+
+
+def eval_config(args: argparse.Namespace) -> EvalConfig:
+    """The EvalConfig of the parsed EVAL_FLAGS; a field's invalid value is a user error."""
     try:
-        return EvalConfig(**kw)
+        return EvalConfig(**config_kwargs(args, EVAL_FLAGS))
     except ValueError as exc:
         raise CudaAgentError(str(exc)) from None
 
@@ -202,22 +250,25 @@ def chat_client(args: argparse.Namespace):
                       timeout_s=args.request_timeout)
 
 
+EPISODE_FLAGS = (
+    Flag("max_turns", "--max-turns", positive(int)),
+    Flag("context_tokens", "--context-tokens", positive(int)),
+    Flag("wall_s", "--wall-time", positive(float)),
+    Flag("allow_unsandboxed", "--unsandboxed"),
+)
+
+
 def add_agent_options(p: argparse.ArgumentParser, required: bool) -> None:
-    """The endpoint and the episode's budgets and sandbox (read by agent_setup)."""
+    """The endpoint and the EPISODE_FLAGS of `EpisodeConfig` (read by agent_setup)."""
+    from cuda_agent.agent.config import EpisodeConfig
+
     add_endpoint_options(p, required)
-    p.add_argument("--max-turns", type=positive(int), default=200, help="turn limit (default 200)")
-    p.add_argument("--context-tokens", type=positive(int), default=131072,
-                   help="context budget; the oldest tool outputs are elided to stay within it (default 131072)")
-    p.add_argument("--wall-time", type=positive(float), default=4 * 3600.0,
-                   help="wall-clock limit of the episode, seconds (default 4 h)")
-    p.add_argument("--unsandboxed", action="store_true",
-                   help="run the agent's commands without isolation where namespaces are unavailable")
+    add_config_options(p, EpisodeConfig, EPISODE_FLAGS)
 
 
 def agent_setup(args: argparse.Namespace, config: EvalConfig):
     """The model client and the episode settings of `solve` and `bench --agent`."""
-    from cuda_agent.agent.loop import EpisodeConfig
+    from cuda_agent.agent.config import EpisodeConfig
 
-    cfg = EpisodeConfig(max_turns=args.max_turns, context_tokens=args.context_tokens, wall_s=args.wall_time,
-                        device=config.device, allow_unsandboxed=args.unsandboxed, eval=config)
+    cfg = EpisodeConfig(**config_kwargs(args, EPISODE_FLAGS), device=config.device, eval=config)
     return chat_client(args), cfg

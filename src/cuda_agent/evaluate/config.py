@@ -1,8 +1,8 @@
-"""Configuration of one evaluation. Field docstrings double as the CLI help text (`field_help`)."""
+"""Configuration of one evaluation. Field docstrings double as the CLI help text
+(`cli.options.field_docs`)."""
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -220,22 +220,3 @@ class EvalConfig:
         d["cache_dir"] = str(self.cache_dir)
         d["work_dir"] = None if self.work_dir is None else str(self.work_dir)
         return d
-
-
-@functools.cache
-def field_help() -> dict[str, str]:
-    """Each EvalConfig field's docstring (the string literal right after the field), its lines
-    joined: the help text of the command line's evaluation options. Read from the class's source
-    with ast (docstrings of attributes exist only there), once."""
-    import ast
-    import inspect
-    import textwrap
-
-    (cls,) = ast.parse(textwrap.dedent(inspect.getsource(EvalConfig))).body
-    docs = {}
-    for node, after in zip(cls.body, cls.body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)):
-            docs[node.target.id] = " ".join(after.value.value.split())
-    return docs

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.agent.llm import CONTEXT_TOKENS
 from cuda_agent.errors import CudaAgentError
 
 # The paper's agentic PPO: clip 0.2 low / 0.28 high, actor lr 3e-6, critic lr 6e-6, batch 1024,
@@ -37,7 +38,6 @@ PAPER: dict[str, Any] = {
     "critic.optim.lr": 6e-6,
     "data.train_batch_size": 1024,
 }
-CONTEXT_TOKENS = 131_072
 AGENTIC_PROMPT_TOKENS = 16_384  # ours: the first prompt (SKILL.md, the task) fits in 16k
 SINGLE_TURN = {"prompt": 8_192, "response": 16_384}  # ours: one answer holds one module
 CRITIC_WARMUP_STEPS = 10  # ours: the paper gives none for its offline value pretraining

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from cuda_agent.agent.llm import CONTEXT_TOKENS
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.parquet import write_rows
 
@@ -78,7 +79,7 @@ def segment_mask(lengths: Sequence[int], policy: Sequence[bool]) -> np.ndarray:
                           or [np.zeros(0, dtype=np.int64)])
 
 
-def value_rows(rft_file: str | Path, tokenizer: Any, max_length: int = 131_072, gamma: float = GAMMA,
+def value_rows(rft_file: str | Path, tokenizer: Any, max_length: int = CONTEXT_TOKENS, gamma: float = GAMMA,
                lam: float = LAM) -> list[dict[str, Any]]:
     """Offline warm-up data from an RFT file (`cuda-agent train rft`): each trajectory tokenized as
     verl's SFT trainer tokenizes it (its multi-turn dataset, through `verl_sft`), the policy mask
@@ -100,7 +101,7 @@ def value_rows(rft_file: str | Path, tokenizer: Any, max_length: int = 131_072, 
 
 
 def write_value_rows(rft_file: str | Path, tokenizer_path: str, out: str | Path, gamma: float = GAMMA,
-                     lam: float = LAM, max_length: int = 131_072) -> int:
+                     lam: float = LAM, max_length: int = CONTEXT_TOKENS) -> int:
     """`value_rows` of `rft_file` with the tokenizer at `tokenizer_path`, written to the Parquet file
     `out`; returns how many rows."""
     try:

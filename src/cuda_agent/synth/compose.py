@@ -14,13 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from cuda_agent.errors import UsageError
 from cuda_agent.synth.catalogue import CATALOGUE, Instance, Op, Shape, ops
+from cuda_agent.synth.config import DEFAULT_MIX
 from cuda_agent.synth.render import render
-
-# Share of tasks by number of operators. The paper's data: 83.8% two-operator compositions; the rest
-# spread over one and three to five.
-DEFAULT_MIX: dict[int, float] = {1: 0.05, 2: 0.838, 3: 0.07, 4: 0.03, 5: 0.012}
 
 # Families kept out of the opening position: they rarely make a task on their own worth a kernel.
 _NOT_FIRST = frozenset({"shape", "pad"})
@@ -47,26 +43,6 @@ def task_name(op_names: Sequence[str], attempt: int) -> str:
     """`s000042_Conv2d_GELU`: the attempt, then the operators' short names."""
     short = [re.sub(r"\W", "", n.rsplit(".", 1)[-1]) or "op" for n in op_names]
     return f"s{attempt:06d}_" + "_".join(short)[:80]
-
-
-def parse_mix(text: str | None) -> dict[int, float]:
-    """`"1:0.05,2:0.84,3:0.07,4:0.03,5:0.01"` -> {1: 0.05, ...}, normalised; None -> DEFAULT_MIX."""
-    if not text:
-        return dict(DEFAULT_MIX)
-    mix: dict[int, float] = {}
-    for part in text.split(","):
-        try:
-            k, v = part.split(":")
-            n, w = int(k), float(v)
-        except ValueError:
-            raise UsageError(f"--mix {text!r}: each part must be OPS:WEIGHT, e.g. 2:0.84") from None
-        if not 1 <= n <= 5 or w < 0:
-            raise UsageError(f"--mix {text!r}: operator counts go from 1 to 5 and weights are >= 0")
-        mix[n] = mix.get(n, 0.0) + w
-    total = sum(mix.values())
-    if total <= 0:
-        raise UsageError(f"--mix {text!r}: the weights sum to zero")
-    return {n: w / total for n, w in sorted(mix.items())}
 
 
 def attempt_rng(seed: int, attempt: int) -> random.Random:

@@ -32,12 +32,10 @@ from cuda_agent.evaluate.isolate import CandidateBox
 from cuda_agent.evaluate.locks import DeviceLock, Gate
 from cuda_agent.evaluate.process import Worker, WorkerFailure, scrubbed_env
 from cuda_agent.evaluate.result import Code
+from cuda_agent.synth.config import WINDOWS
 from cuda_agent.synth.probe import HARNESS_LOCK
 from cuda_agent.synth.render import set_batch
 
-# Default runtime windows (eager ms per call). CUDA: the paper's. CPU: shorter at the top, so that a
-# run on a laptop or CI stays quick; the bottom keeps launch-overhead-only tasks out.
-WINDOWS = {"cuda": (1.0, 100.0), "cpu": (0.5, 50.0)}
 # Memory a rescaled task may use at its peak (CUDA: measured; CPU: estimated from inputs and output).
 MEMORY_CAP = {"cuda": 24 << 30, "cpu": 1 << 30}
 START_S = 120.0  # seconds a probe process may take to start (it imports torch)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,8 +26,9 @@ from cuda_agent.errors import CudaAgentError, UsageError
 from cuda_agent.evaluate.result import Code
 from cuda_agent.parquet import write_rows
 from cuda_agent.synth import COMPOSERS
-from cuda_agent.synth.compose import DEFAULT_MIX, Draft, compose_offline
-from cuda_agent.synth.filters import WINDOWS, ProbePool
+from cuda_agent.synth.compose import Draft, compose_offline
+from cuda_agent.synth.config import SynthConfig
+from cuda_agent.synth.filters import ProbePool
 from cuda_agent.synth.similarity import SimilarityIndex, fingerprint, kernelbench_index
 
 # Rejections that say the machinery failed rather than the draft; a run of them stops the run.
@@ -36,36 +37,6 @@ _BROKEN_RUN = 20
 
 ROW_KEYS = ("id", "code", "ops", "families", "num_ops", "eager_ms", "compile_ms", "max_kernelbench_similarity",
             "kernelbench_match", "seed", "attempt", "composer", "batch_size")
-
-
-@dataclass
-class SynthConfig:
-    out: Path
-    n: int
-    device: str = "cpu"
-    seed: int = 0
-    composer: str = "offline"  # "offline" | "llm"
-    mix: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-    window_ms: tuple[float, float] | None = None  # default: filters.WINDOWS[device]
-    threshold: float = 0.9  # AST similarity to KernelBench at or over which a draft is dropped
-    dedup_threshold: float = 0.95  # similarity to an accepted task at or over which a draft is a duplicate
-    kernelbench: Path | None = None
-    workers: int | None = None  # probe processes (default: 4 per GPU, 2 on the CPU backend)
-    gpus: list[str] | None = None
-    timeout_s: float = 300.0
-    max_attempts: int | None = None  # default: 50 x n
-    model: str | None = None  # the LLM composer's model (recorded in synth.json)
-    isolation: str = "required"  # the probes' sandbox: auto | required | off (filters.ProbePool)
-
-    def settings(self) -> dict[str, Any]:
-        """What must match for a run to resume in the same folder."""
-        return {"seed": self.seed, "composer": self.composer, "device": self.device,
-                "mix": {str(k): v for k, v in self.mix.items()}, "window_ms": list(self.window()),
-                "threshold": self.threshold, "dedup_threshold": self.dedup_threshold,
-                "kernelbench": str(self.kernelbench) if self.kernelbench else None, "model": self.model}
-
-    def window(self) -> tuple[float, float]:
-        return tuple(self.window_ms or WINDOWS[self.device])  # type: ignore[return-value]
 
 
 @dataclass
