@@ -423,3 +423,18 @@ def test_replay_names_the_line_that_is_not_json(tmp_path):
         next(entries)
     with pytest.raises(UsageError, match="no trajectory here"):
         transcript(tmp_path / "absent")
+
+
+def test_replay_reads_an_episode_cut_off_while_writing_as_read_trajectory_does(tmp_path):
+    from cuda_agent.agent.trajectory import read_trajectory
+
+    meta = {"type": "meta", "task": "t", "model": "m", "isolation": {"level": "none"}, "started": "now",
+            "tool_specs": []}
+    message = {"type": "message", "turn": 1, "message": {"role": "assistant", "content": "Thinking."}}
+    path = tmp_path / "trajectory.jsonl"
+    path.write_text(json.dumps(meta) + "\n" + json.dumps(message) + "\n" + '{"type": "tool", "tu')
+    assert list(transcript(path))[1:] == ["[turn 1] assistant: Thinking."]
+    assert not read_trajectory(path).finished
+    path.write_text(json.dumps(meta) + "\n" + json.dumps(["a list"]) + "\n")
+    with pytest.raises(UsageError, match=f"{path}:2: not a trajectory record"):
+        list(transcript(path))

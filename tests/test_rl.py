@@ -19,7 +19,8 @@ from cuda_agent.agent.loop import EpisodeConfig, run_episode
 from cuda_agent.agent.scripted import ScriptedServer, ScriptStep
 from cuda_agent.evaluate import Code, EvalConfig, Evaluator
 from cuda_agent.rl import reward as reward_mod
-from cuda_agent.rl.trajectory import longest_loop, read_trajectory
+from cuda_agent.agent.trajectory import read_trajectory
+from cuda_agent.rl.rft import longest_loop
 from cuda_agent.rl.values import gae, outcome_rewards, segment_mask, value_targets
 from cuda_agent.tasks import load_task
 

@@ -21,7 +21,7 @@ from conftest import sandbox_unavailable  # noqa: E402
 from cuda_agent.rl import reward as reward_mod  # noqa: E402
 from cuda_agent.rl.data import prompt_rows  # noqa: E402
 from cuda_agent.rl.rft import RFTFilter  # noqa: E402
-from cuda_agent.rl.trajectory import read_trajectory  # noqa: E402
+from cuda_agent.agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tasks import load_task  # noqa: E402
 
 DATA = Path(__file__).parent / "data"

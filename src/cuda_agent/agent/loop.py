@@ -2,13 +2,7 @@
 or the turn, context or wall-clock budget runs out; then the final workspace gets a fresh, full
 evaluation, and that verdict is the episode's result (never anything the agent printed).
 
-Everything is written as it happens to `trajectory.jsonl` (one JSON object per line):
-
-    {"type": "meta", "task", "model", "isolation", "config", "tools", "tool_specs", "started"}
-    {"type": "message", "turn", "message", "usage", "finish_reason", "seconds"}    the model's turns
-    {"type": "tool", "turn", "id", "name", "arguments", "result", "ok", "seconds"}  each tool call
-    {"type": "elided", "turn", "messages", "tokens"}                                context budget
-    {"type": "final", "stop", "turns", "tokens", "wall_s", "eval_s", "invalid_tool_calls", "result"}
+Everything is written as it happens to `trajectory.jsonl` (agent/trajectory.py says its records).
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from cuda_agent.agent.config import EpisodeConfig
 from cuda_agent.agent.llm import ChatClient
 from cuda_agent.agent.sandbox import Limits, Sandbox
 from cuda_agent.agent.toolbox import Toolbox
+from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.evaluate import EvalConfig, EvalResult, evaluate, load_candidate
 from cuda_agent.evaluate.evaluator import EvaluatorBase
 from cuda_agent.tasks import Task
@@ -48,19 +43,6 @@ class Episode:
     result: EvalResult
     workspace: Path
     trajectory: Path
-
-
-class Trajectory:
-    def __init__(self, path: Path):
-        self.path = path
-        self.f = open(path, "w", encoding="utf-8")
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.f.write(json.dumps(record, default=str) + "\n")
-        self.f.flush()
-
-    def close(self) -> None:
-        self.f.close()
 
 
 class EpisodeEnv:
@@ -142,7 +124,7 @@ def run_episode(task: Task, out_dir: str | Path, client: ChatClient, cfg: Episod
     cfg = cfg or EpisodeConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    traj = Trajectory(out / "trajectory.jsonl")
+    traj = TrajectoryWriter(out / "trajectory.jsonl")
     t_start = time.monotonic()
     tokens = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     turns = invalid = 0

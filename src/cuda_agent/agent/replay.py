@@ -1,28 +1,18 @@
-"""A trajectory (the trajectory.jsonl of agent/loop.py) as a readable transcript: `cuda-agent replay`."""
+"""A trajectory (agent/trajectory.py) as a readable transcript: `cuda-agent replay`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from cuda_agent.errors import UsageError
-
-
-def trajectory_file(path: str | Path) -> Path:
-    """`path` itself, or the trajectory.jsonl in it when it is an episode's folder (solve's --out)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "trajectory.jsonl"
-    if not path.is_file():
-        raise UsageError(f"{path}: no trajectory here; pass a trajectory.jsonl or the --out folder of `solve`")
-    return path
+from cuda_agent.agent.trajectory import records, trajectory_file
 
 
 def transcript(path: str | Path, width: int = 1500, prompts: bool = False) -> Iterator[str]:
     """The transcript of the trajectory at `path` (a file or an episode's folder), one entry at a
     time (an entry may span lines): texts clipped to `width` characters, the system and first user
-    prompts only counted unless `prompts`. A line that is not JSON raises UsageError naming it."""
+    prompts only counted unless `prompts`. A line that is not a record raises TrajectoryError (a
+    UsageError) naming it."""
     return _entries(trajectory_file(path), width, prompts)
 
 
@@ -34,11 +24,7 @@ def _entries(path: Path, width: int, prompts: bool) -> Iterator[str]:
     def speedup(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}x"
 
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            raise UsageError(f"{path}:{n}: not a JSON line; is this a trajectory?") from None
+    for _, r in records(path):
         kind = r.get("type")
         if kind == "meta":
             yield f"# {r['task']} with {r['model']} (sandbox: {r['isolation']['level']}), started {r['started']}\n"

@@ -20,7 +20,22 @@ from typing import Any, Iterable
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.parquet import write_rows
-from cuda_agent.rl.trajectory import Trajectory, TrajectoryError, find_trajectories, longest_loop, read_trajectory
+from cuda_agent.agent.trajectory import Trajectory, TrajectoryError, find_trajectories, read_trajectory
+
+
+def longest_loop(signatures: list[tuple], max_period: int = 3) -> tuple[int, int]:
+    """The most times a block of 1 to `max_period` consecutive turns repeats back to back:
+    (repeats, period). (1, 1) when nothing repeats."""
+    best = (1, 1)
+    n = len(signatures)
+    for p in range(1, max_period + 1):
+        for i in range(n - p):
+            k = 1
+            while i + (k + 1) * p <= n and signatures[i + k * p:i + (k + 1) * p] == signatures[i:i + p]:
+                k += 1
+            if k > best[0]:
+                best = (k, p)
+    return best
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from cuda_agent.agent.loop import EpisodeEnv, Trajectory, final_verdict
+from cuda_agent.agent.loop import EpisodeEnv, final_verdict
 from cuda_agent.agent.sandbox import Limits
 from cuda_agent.agent.toolbox import Toolbox
+from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.evaluate import EvalConfig
 from cuda_agent.evaluate.result import Kind
 from cuda_agent.rl.data import task_from_row
@@ -232,7 +233,7 @@ class CudaAgentLoop(ToolAgentLoop):
         records.append({"type": "final", "stop": stop, "turns": turn, "tokens": {}, "wall_s": round(wall_s, 3),
                         "eval_s": None, "workspace_commands": env.bridge.calls,
                         "invalid_tool_calls": invalid, "result": result.to_json()})
-        traj = Trajectory(out / "trajectory.jsonl")
+        traj = TrajectoryWriter(out / "trajectory.jsonl")
         for r in records:
             traj.write(r)
         traj.close()

@@ -1,10 +1,23 @@
-"""An episode's trajectory.jsonl (agent/loop.py) read back for training.
+"""An episode's `trajectory.jsonl`: written as the episode happens (`TrajectoryWriter`: agent/loop.py
+and the verl agent loop), read back as records (`records`: `cuda-agent replay`) and as the
+conversation the model had (`read_trajectory`: rejection fine-tuning, rl/rft.py). One JSON object per
+line:
+
+    {"type": "meta", "task", "model", "isolation", "config", "tools", "tool_specs", "started"}
+    {"type": "message", "turn", "message", "usage", "finish_reason", "seconds"}    the model's turns
+    {"type": "tool", "turn", "id", "name", "arguments", "result", "ok", "seconds"}  each tool call
+    {"type": "elided", "turn", "messages", "tokens"}                                context budget
+    {"type": "error", "turn", "error"}                                              the endpoint failed
+    {"type": "final", "stop", "turns", "tokens", "wall_s", "eval_s", "invalid_tool_calls", "result"}
+
+Each line is flushed as it is written, so an episode killed mid-write leaves a partial last line after
+its meta record and no final one: readers take it as an episode that did not finish.
 
 The conversation is rebuilt exactly as the model had it: the system and first user prompts, then each
 assistant message followed by one tool message per call, in order (the tool outputs in full: where the
-context budget elided old outputs, `elided` counts the times). The tools' schemas come from the
-trajectory's meta record (`tool_specs`); trajectories written before it was recorded get today's
-schemas of the tools it names.
+context budget elided old outputs, `elided` counts the times). The tools' schemas come from the meta
+record (`tool_specs`); trajectories written before it was recorded get today's schemas of the tools it
+names.
 """
 
 from __future__ import annotations
@@ -14,11 +27,68 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from cuda_agent.errors import CudaAgentError
+from cuda_agent.errors import UsageError
+
+_WHAT = "trajectories are the trajectory.jsonl files that `cuda-agent solve` and `bench --agent` write"
 
 
-class TrajectoryError(CudaAgentError):
-    """A trajectory file that cannot be read (not JSON lines, no meta record)."""
+class TrajectoryError(UsageError):
+    """A trajectory file that cannot be read (not JSON lines, no meta record), with its file and line."""
+
+
+class TrajectoryWriter:
+    """Appends records to a new trajectory.jsonl, each flushed as it is written."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.f = open(path, "w", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.f.write(json.dumps(record, default=str) + "\n")
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def trajectory_file(path: str | Path) -> Path:
+    """`path` itself, or the trajectory.jsonl in it when it is an episode's folder (solve's --out)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "trajectory.jsonl"
+    if not path.is_file():
+        raise TrajectoryError(f"{path}: no trajectory here; pass a trajectory.jsonl or the --out folder of `solve`")
+    return path
+
+
+def records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for each record of the trajectory at `path`, in order; a partial last
+    line of an episode cut off while writing ends it. TrajectoryError names a line that is not a
+    record."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrajectoryError(f"{path}: cannot be read ({exc})") from None
+    started = finished = False
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError as exc:
+            if n == len(lines) and started and not finished:
+                return  # the last line of an episode cut off while writing: it did not finish
+            raise TrajectoryError(f"{path}:{n}: not a JSON line ({exc}); {_WHAT}") from None
+        if not isinstance(r, dict) or "type" not in r:
+            raise not_a_record(path, n, "no record type")
+        started |= r["type"] == "meta"
+        finished |= r["type"] == "final"
+        yield n, r
+
+
+def not_a_record(path: Path, line: int, why: Any) -> TrajectoryError:
+    """The error of a JSON line that is not the record its type says (a missing field, say)."""
+    return TrajectoryError(f"{path}:{line}: not a trajectory record ({why}); {_WHAT}")
 
 
 @dataclass
@@ -75,21 +145,6 @@ def _canonical(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True)
 
 
-def longest_loop(signatures: list[tuple], max_period: int = 3) -> tuple[int, int]:
-    """The most times a block of 1 to `max_period` consecutive turns repeats back to back:
-    (repeats, period). (1, 1) when nothing repeats."""
-    best = (1, 1)
-    n = len(signatures)
-    for p in range(1, max_period + 1):
-        for i in range(n - p):
-            k = 1
-            while i + (k + 1) * p <= n and signatures[i + k * p:i + (k + 1) * p] == signatures[i:i + p]:
-                k += 1
-            if k > best[0]:
-                best = (k, p)
-    return best
-
-
 def read_trajectory(path: str | Path) -> Trajectory:
     """Read one trajectory.jsonl. TrajectoryError (with the file and line) when it is not one."""
     path = Path(path)
@@ -98,15 +153,8 @@ def read_trajectory(path: str | Path) -> Trajectory:
     tool_ok: list[bool] = []
     elided = 0
     final = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrajectoryError(f"{path}: cannot be read ({exc})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, r in records(path):
         try:
-            r = json.loads(line)
             kind = r["type"]
             if kind == "meta":
                 meta = r
@@ -119,12 +167,8 @@ def read_trajectory(path: str | Path) -> Trajectory:
                 elided += 1
             elif kind == "final":
                 final = r
-        except (ValueError, KeyError, TypeError) as exc:
-            if n == len(lines) and final is None and meta is not None:
-                break  # the last line of an episode cut off while writing: the episode did not finish
-            raise TrajectoryError(f"{path}:{n}: not a trajectory record ({type(exc).__name__}: {exc}); "
-                                  "trajectories are the trajectory.jsonl files that `cuda-agent solve` "
-                                  "and `bench --agent` write") from None
+        except (KeyError, TypeError) as exc:
+            raise not_a_record(path, n, f"{type(exc).__name__}: {exc}") from None
     if meta is None:
         raise TrajectoryError(f"{path}: no meta record; is this a trajectory.jsonl of `cuda-agent solve`?")
     tools = meta.get("tool_specs")
