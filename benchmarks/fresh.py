@@ -600,11 +600,12 @@ def cached_tasks(cfg, tasks: list, device: dict | None) -> list:
     an evaluation of those would only find them there. None of them where `device` is unknown."""
     from cuda_agent.evaluate import memory
     from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
+    from cuda_agent.evaluate.cache_layout import BASELINES
 
     if not device:
         return []
     key = baseline_key(device, cfg.batch_calls, cfg.compile_baseline, cfg.touch)
-    cache = BaselineCache(cfg.cache_dir / "baselines")
+    cache = BaselineCache(cfg.cache_dir / BASELINES)
     return [t for t in tasks if cache.get(t.source, key) is not None and memory.need(cfg.cache_dir, t.source) > 0]
 
 
@@ -649,9 +650,10 @@ def headers_first(cfg, stage: Path, tmp: Path, log: Log) -> None:
     unit, the second the CUDA unit's headers' for nvcc's final compile (built at their second
     sighting). Like the baselines, they are built once per machine and flags, not per candidate."""
     from cuda_agent.evaluate import Evaluator
+    from cuda_agent.evaluate.cache_layout import PCH
     from cuda_agent.evaluate.worker.inline_build import nvcc_pch_root
 
-    pch = cfg.cache_dir / "pch"
+    pch = cfg.cache_dir / PCH
     if not cfg.inline_pch or not str(cfg.device).startswith("cuda") or (
             any(pch.glob("*/*.gch")) and any(nvcc_pch_root(pch).glob("*/*.gch"))):
         return

@@ -126,7 +126,9 @@ def share_session_builds(cache: Path, session_cache: Path) -> None:
     is published yet, or links cannot be made, the test builds its own as before."""
     import shutil
 
-    for sub in ("pch", "builds/binding"):
+    from cuda_agent.evaluate.cache_layout import BUILDS_BINDING, PCH
+
+    for sub in (PCH, BUILDS_BINDING):
         src = session_cache / sub
         for d in (src.iterdir() if src.is_dir() else ()):
             dst = cache / sub / d.name

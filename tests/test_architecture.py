@@ -8,6 +8,7 @@ tests import nothing of the package.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ PACKAGE = SRC / "cuda_agent"
 LAYERS: list[set[str]] = [
     {"", "errors"},  # the package root and its exception tree
     {"sandbox_limits", "sandbox_enter", "sandbox_files"},  # a sandbox's limits, processes, entering one, its files (sandbox.py builds on them)
-    {"pyparse", "parquet", "reporting", "sandbox"},  # helpers shared by several layers
+    {"pyparse", "parquet", "reporting", "sandbox", "text"},  # helpers shared by several layers
     {"examples"},  # the bundled example tasks and candidates (data)
     {"tasks"},
     {"evaluate"},
@@ -140,3 +141,12 @@ def test_the_import_scan_resolves_absolute_relative_and_submodule_imports(tmp_pa
     found = [f"{t}.{n}" if f"{t}.{n}" in modules else t
              for _, t, names in _imports("cuda_agent.evaluate.worker.judge", path) for n in (names or [""])]
     assert [f.rstrip(".") for f in found] == imports
+
+
+def test_only_the_cache_layout_names_the_cache_s_folders():
+    """evaluate/cache_layout.py names each folder of the evaluator's cache and says who writes it; a
+    module that joins a literal name to a cache path keeps a second, unlisted layout."""
+    literal = re.compile(r"cache(?:_dir)?\)?\s*/\s*f?[\"']")  # `cache_dir / "name"`, `Path(cache_dir) / "x"`
+    found = [f"{p.relative_to(SRC)}:{n}: {line.strip()}" for m, p in _modules().items() if m != "cuda_agent.evaluate.cache_layout"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if literal.search(line)]
+    assert not found, "cache folders named outside evaluate/cache_layout.py:\n" + "\n".join(found)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cuda_agent.agent.trajectory import records, trajectory_file
+from cuda_agent.text import clip
 
 
 def transcript(path: str | Path, width: int = 1500, prompts: bool = False) -> Iterator[str]:
@@ -19,7 +20,7 @@ def transcript(path: str | Path, width: int = 1500, prompts: bool = False) -> It
 def _entries(path: Path, width: int, prompts: bool) -> Iterator[str]:
     def short(text: Any) -> str:
         text = "" if text is None else str(text)
-        return text if len(text) <= width else text[:width] + f" ... [{len(text) - width} more characters]"
+        return clip(text, width, keep="head")
 
     def speedup(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}x"

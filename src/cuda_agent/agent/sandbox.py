@@ -30,6 +30,7 @@ from typing import Any
 
 from cuda_agent import sandbox
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.text import clip
 
 OUTPUT_LIMIT = 30000  # characters of a command's output returned to the model (head and tail kept)
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -103,14 +104,6 @@ class _Output:
             return bytes(self.buf).decode(errors="replace")
 
 
-def clip(text: str, limit: int = OUTPUT_LIMIT) -> tuple[str, bool]:
-    """Head and tail of `text` within `limit` characters."""
-    if len(text) <= limit:
-        return text, False
-    half = limit // 2
-    return text[:half] + f"\n... [{len(text) - 2 * half} characters dropped] ...\n" + text[-half:], True
-
-
 @dataclass
 class _Shell:
     proc: subprocess.Popen
@@ -177,8 +170,9 @@ class Sandbox:
             timed_out = True
             _kill(proc)
         out.thread.join(timeout=5)
-        text, truncated = clip(out.all())
-        return CommandResult(text, None if timed_out else proc.returncode, timed_out, truncated or out.dropped > 0,
+        text = out.all()
+        return CommandResult(clip(text, OUTPUT_LIMIT), None if timed_out else proc.returncode, timed_out,
+                             len(text) > OUTPUT_LIMIT or out.dropped > 0,
                              time.monotonic() - t0)
 
     def start(self, command: str) -> str:
@@ -197,7 +191,7 @@ class Sandbox:
         if code is not None:
             sh.out.thread.join(timeout=2)
         status = "running" if code is None else ("killed" if code < 0 else f"exited {code}")
-        return status, clip(sh.out.new())[0]
+        return status, clip(sh.out.new(), OUTPUT_LIMIT)
 
     def kill(self, sid: str) -> None:
         _kill(self._shell(sid).proc)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent import sandbox
+from cuda_agent.text import clip
 
 READ_DEFAULT_LINES = 2000  # lines a Read returns without `limit`
 READ_MAX_LINE = 2000  # characters kept of a longer line
@@ -196,7 +197,7 @@ class FileTools:
         out = []
         for i, line in enumerate(lines[start - 1:start - 1 + count], start):
             if len(line) > READ_MAX_LINE:
-                line = line[:READ_MAX_LINE] + f"... [{len(line) - READ_MAX_LINE} more characters]"
+                line = clip(line, READ_MAX_LINE, keep="head")
             out.append(f"{i:6d}\t{line}")
         end = start - 1 + len(out)
         if end < len(lines):

@@ -43,7 +43,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuda_agent import sandbox
+from cuda_agent.evaluate.cache_layout import BUILDS, BUILDS_BINDING, BUILDS_INCREMENTAL
 from cuda_agent.evaluate.candidate import COMPILED_SUFFIXES, Candidate
+from cuda_agent.text import clip
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "workspace" / "template"
 FIXED_FILES = ("binding.cpp", "binding_registry.h")
@@ -123,21 +125,21 @@ def build_extension(candidate: Candidate, device: str, arch: str | None, cache_d
     t0 = time.monotonic()
     fixed, toolchain = _fixed_files(), _toolchain(device, arch)
     key = _build_key(candidate, fixed, toolchain)
-    final = cache_dir / "builds" / key
+    final = cache_dir / BUILDS / key
     so = final / f"{MODULE_NAME}.so"
     if so.is_file():
         return BuildResult(True, so, key, True, time.monotonic() - t0, _read_log(final))
-    failed = cache_dir / "builds" / f"{key}.failed"
+    failed = cache_dir / BUILDS / f"{key}.failed"
     if failed.is_file():
         return BuildResult(False, None, key, True, time.monotonic() - t0, failed.read_text())
     if device == "cpu" and (cu := [n for n in candidate.compiled_sources if n.endswith(".cu")]):
         return BuildResult(False, None, key, False, time.monotonic() - t0,
                            f"kernels/{cu[0]}: CUDA sources cannot be built for the cpu backend; "
                            "write the kernels as C++ in kernels/*.cpp, or evaluate with --device cuda")
-    (cache_dir / "builds").mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_dir / "builds"))
+    (cache_dir / BUILDS).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache_dir / BUILDS))
     try:
-        with _held_slot(cache_dir / "builds" / "incremental", candidate, [*fixed, *toolchain]) as slot:
+        with _held_slot(cache_dir / BUILDS_INCREMENTAL, candidate, [*fixed, *toolchain]) as slot:
             src = slot or work  # where the build runs; `work` becomes the published folder
             stage_sources(src, candidate, fixed)
             try:
@@ -207,7 +209,7 @@ def binding_object(cache_dir: Path, device: str, arch: str | None, fixed: list[t
     (links unresolved: sandboxes see the cache's views at its own path), built here when missing
     (one process at a time; the others wait for it), or None where it did not build (a failure is
     kept, as a workspace's compile errors are; a build cut by `timeout_s` is tried again next time)."""
-    root = Path(os.path.abspath(cache_dir)) / "builds" / "binding"
+    root = Path(os.path.abspath(cache_dir)) / BUILDS_BINDING
     key = _digest([*fixed, *toolchain])[:32]
     obj = root / key / "binding.o"
     if obj.is_file():
@@ -337,7 +339,7 @@ def _read_log(d: Path) -> str:
 
 
 def _tail(s: str) -> str:
-    return s if len(s) <= LOG_LIMIT else "[... compiler output truncated ...]\n" + s[-LOG_LIMIT:]
+    return clip(s, LOG_LIMIT, keep="tail")
 
 
 def package_root() -> str:

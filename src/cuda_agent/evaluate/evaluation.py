@@ -31,6 +31,7 @@ from cuda_agent import sandbox
 from cuda_agent.evaluate import memory, policy
 from cuda_agent.evaluate.baselines import BaselineCache, baseline_key
 from cuda_agent.evaluate.build import BuildResult, build_extension
+from cuda_agent.evaluate.cache_layout import BASELINES, PCH, TORCH_EXTENSIONS
 from cuda_agent.evaluate.candidate import Candidate, stage
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import cuda_arch, resolve_device
@@ -343,7 +344,7 @@ class Evaluation:
         # The task's cached baselines, read before any worker starts (nothing the candidate writes
         # can reach its own evaluation).
         cfg = self.cfg
-        self.baselines = BaselineCache(cfg.cache_dir / "baselines") if cfg.baseline_cache and cfg.timing else None
+        self.baselines = BaselineCache(cfg.cache_dir / BASELINES) if cfg.baseline_cache and cfg.timing else None
         self.baseline_snapshot = self.baselines.snapshot(self.task.source) if self.baselines else None
         self.tmp, self.shm = tmp, shm
         self.stage_dir = tmp / "stage"
@@ -355,7 +356,7 @@ class Evaluation:
         # extensions alike ("matmul_cuda"), and two of them built at once into one folder break
         # each other's build; the same candidate again finds its build. (Its load_inline calls
         # build in a folder named by their sources instead: worker/inline_build.py.)
-        ext_dir = cfg.cache_dir / "torch_extensions" / self.cand.sha256[:16]
+        ext_dir = cfg.cache_dir / TORCH_EXTENSIONS / self.cand.sha256[:16]
         self.env = {"TORCH_EXTENSIONS_DIR": str(ext_dir), "TMPDIR": str(tmp)}
         if self.gpu is not None:
             self.env["CUDA_VISIBLE_DEVICES"] = self.gpu
@@ -451,9 +452,9 @@ class Evaluation:
                 extension=str(built.so_path) if built else None, device=self.device,
                 init_seed=self.seeds["init"], init_inputs=self.init_inputs, shm_dir=str(self.shm),
                 policy=cfg.policy, ipc_segments=cfg.ipc_segments, touch=cfg.touch, stream_check=cfg.stream_check,
-                pch_dir=str(cfg.cache_dir / "pch") if cfg.inline_pch else None,
+                pch_dir=str(cfg.cache_dir / PCH) if cfg.inline_pch else None,
                 inline_builds=(f"{BUILDS_INSIDE}/by_source" if self.builds is not None
-                               else str(cfg.cache_dir / "torch_extensions" / "by_source")),
+                               else str(cfg.cache_dir / TORCH_EXTENSIONS / "by_source")),
                 light_headers=cfg.inline_light_headers, tensor_header=cfg.inline_tensor_header,
                 remote_builds=self.builds is not None)
         except WorkerFailure as f:

@@ -37,6 +37,7 @@ from typing import Iterable
 
 from cuda_agent.evaluate import memory
 from cuda_agent.evaluate.baselines import BaselineCache
+from cuda_agent.evaluate.cache_layout import BASELINES
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import gpu_indices, gpu_local_cpus, resolve_device
@@ -89,7 +90,7 @@ def _measures_baselines(cfg: EvalConfig, task: Task) -> bool:
     described the device."""
     if not cfg.timing:
         return False
-    return not cfg.baseline_cache or not BaselineCache(cfg.cache_dir / "baselines").snapshot(task.source)["entries"]
+    return not cfg.baseline_cache or not BaselineCache(cfg.cache_dir / BASELINES).snapshot(task.source)["entries"]
 
 
 def _shortage(res: EvalResult) -> Reason | None:

@@ -46,7 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_agent import sandbox
 from cuda_agent.evaluate.build import tool_version, torch_version
+from cuda_agent.evaluate.cache_layout import BUILDS_INLINE, PCH, PCH_NVCC, VIEWS
 from cuda_agent.evaluate.worker import inline_build, nvcc_pch
+from cuda_agent.text import clip
 
 if TYPE_CHECKING:
     from cuda_agent.evaluate.config import EvalConfig
@@ -60,7 +62,6 @@ LOG_LIMIT = 20000
 PCH_REQUESTS = ".cuda-agent-pch"  # in a build's folder: its requests for nvcc's headers (nvcc_pch.ask)
 
 
-VIEWS = ("builds", "pch", "pch-nvcc")  # the cache's folders that sandboxes see (read-only) or build in
 VIEWS_PARENT = "/var/tmp"  # where they move when the sandbox's user cannot enter the cache (hidden inside)
 
 
@@ -318,9 +319,9 @@ class Builds:
 
     def __init__(self, box: CandidateBox, timeout_s: float):
         self.box, self.timeout_s = box, timeout_s
-        self.root = box.cache_dir / "builds" / "inline"
+        self.root = box.cache_dir / BUILDS_INLINE
         self.root.mkdir(parents=True, exist_ok=True)
-        self.pch_root = box.cache_dir / "pch"
+        self.pch_root = box.cache_dir / PCH
         self.pending: list[threading.Thread] = []
         self.seconds, self.count = 0.0, 0
 
@@ -443,7 +444,7 @@ class Builds:
             return
         from cuda_agent.evaluate.process import scrubbed_env
 
-        root = self.box.cache_dir / "pch-nvcc"
+        root = self.box.cache_dir / PCH_NVCC
         try:
             asks = sorted(requests.glob("*.json"))[:4]
             for req in asks:
@@ -567,10 +568,7 @@ def run(spec: sandbox.Spec, argv: list[str], sup: sandbox.Support, timeout_s: fl
     finally:
         if cgroup is not None:
             cgroup.close()
-    text = out.decode(errors="replace")
-    if len(text) > LOG_LIMIT:
-        text = text[: LOG_LIMIT // 2] + "\n[...]\n" + text[-LOG_LIMIT // 2:]
-    return code, text
+    return code, clip(out.decode(errors="replace"), LOG_LIMIT)
 
 
 _WARNED: set[str] = set()

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from cuda_agent.evaluate.cache_layout import LOCKS
+
 
 class LockTimeout(Exception):
     pass
@@ -47,7 +49,7 @@ class DeviceLock:
         (timing), "gate" (`Gate`'s admission of evaluations) or "memory" (the base of a
         `MemoryLedger`'s file): independent of each other."""
         name = f"cuda-{gpu}" if device == "cuda" else "cpu"
-        return cls(Path(cache_dir) / "locks" / f"{role}-{name}")
+        return cls(Path(cache_dir) / LOCKS / f"{role}-{name}")
 
     def _open(self) -> tuple:
         Path(self.base).parent.mkdir(parents=True, exist_ok=True)

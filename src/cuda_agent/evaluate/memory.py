@@ -30,6 +30,7 @@ import json
 import os
 from pathlib import Path
 
+from cuda_agent.evaluate.cache_layout import MEMORY
 from cuda_agent.evaluate.device import gpu_memory_mib
 
 IN_COPIES, OUT_COPIES = 3, 5
@@ -41,7 +42,7 @@ BUDGET_FRACTION = 0.9  # of the GPU's memory, before the warm pool's share (the 
 
 
 def _path(cache_dir: str | os.PathLike, source: str) -> Path:
-    return Path(cache_dir) / "memory" / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
+    return Path(cache_dir) / MEMORY / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.json"
 
 
 def read_record(path: Path) -> dict:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_agent.evaluate.baselines import Baselines, baseline_candidate
 from cuda_agent.evaluate.baselines import now as baselines_now
+from cuda_agent.evaluate.cache_layout import INDUCTOR
 from cuda_agent.evaluate.candidate import stage
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.process import Worker, WorkerFailure
@@ -362,7 +363,7 @@ class Timing:
         stage_dir.mkdir()
         stage(baseline_candidate(ev.task.source, which), stage_dir)
         # Trusted code only: Inductor's compiled kernels are cached across evaluations.
-        inductor = str(self.cfg.cache_dir / "inductor")
+        inductor = str(self.cfg.cache_dir / INDUCTOR)
         return ev.spawn(which, stage_dir, {**ev.env, "TORCHINDUCTOR_CACHE_DIR": inductor})
 
     def _load_baseline(self, worker: Worker) -> None:

@@ -45,6 +45,7 @@ from typing import Any, Iterator
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.evaluate.build import package_root
+from cuda_agent.evaluate.cache_layout import SERVICE_LOG
 from cuda_agent.evaluate.candidate import Candidate
 from cuda_agent.evaluate.config import EvalConfig
 from cuda_agent.evaluate.device import resolve_device
@@ -385,7 +386,7 @@ def start(config: EvalConfig, path: Path | None = None, *, jobs: int | None = No
     `<cache_dir>/service.log`) and wait until it answers; its `info()`."""
     p = Path(path or socket_path())
     config.cache_dir.mkdir(parents=True, exist_ok=True)
-    log = config.cache_dir / "service.log"
+    log = config.cache_dir / SERVICE_LOG
     cmd = [sys.executable, "-m", "cuda_agent", "serve", "--device", config.device, "--cache-dir",
            str(config.cache_dir), "--socket", str(p), "--idle-exit", f"{idle_exit_s:g}"]
     if jobs:

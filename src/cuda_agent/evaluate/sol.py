@@ -27,6 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_agent.evaluate.cache_layout import PEAKS
 from cuda_agent.evaluate.memory import read_record, write_record
 
 HOW = ("FLOPs: torch's formulas for matrix products, convolutions and attention, at the tensor-core peak of "
@@ -69,7 +70,7 @@ def table_peaks(name: str) -> dict[str, Any] | None:
 def _cache_file(cache_dir: Path, device: dict[str, Any]) -> Path:
     ident = json.dumps({k: device.get(k) for k in ("type", "name", "capability", "threads", "host", "torch")},
                        sort_keys=True)
-    return cache_dir / "peaks" / f"{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
+    return cache_dir / PEAKS / f"{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
 
 
 def peaks_for(device: dict[str, Any], cache_dir: Path,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.reporting import percent, pyplot
+from cuda_agent.text import clip
 
 PLOTS = ("num_ops.png", "op_frequency.png", "eager_ms.png", "similarity.png", "rejections.png")
 TOP_OPS = 30  # operators shown in the frequency plot and table
@@ -224,8 +225,7 @@ def _duration(seconds: float) -> str:
 
 
 def _shorten(text: str, limit: int = _MESSAGE_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+    return clip(" ".join(str(text).split()), limit, keep="head")
 
 
 def _cell(value: Any) -> str:

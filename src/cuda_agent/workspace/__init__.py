@@ -91,11 +91,10 @@ def _record_key(dest: Path) -> str:
 
 def record_dir(dest: str | Path, cache_dir: Path | None = None) -> Path:
     """Where the task of the workspace `dest` is recorded: `<cache_dir>/workspaces/<key>/`."""
-    if cache_dir is None:
-        from cuda_agent.evaluate.config import default_cache_dir
+    from cuda_agent.evaluate.cache_layout import WORKSPACES
+    from cuda_agent.evaluate.config import default_cache_dir
 
-        cache_dir = default_cache_dir()
-    return Path(cache_dir) / "workspaces" / _record_key(Path(dest))
+    return Path(cache_dir or default_cache_dir()) / WORKSPACES / _record_key(Path(dest))
 
 
 def _read_record(dest: Path, cache_dir: Path | None) -> tuple[str, dict[str, Any]] | None:

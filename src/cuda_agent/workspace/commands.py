@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.text import clip
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = {"compile": "bash utils/compile.sh", "verify": "python3 -m utils.verification",
@@ -259,7 +260,7 @@ def _probe(so_path: Path, sup=None, cache_dir: Path | None = None) -> tuple[list
         name = subprocess.run(["c++filt", m.group(1)], capture_output=True, text=True).stdout.strip()
         if name and name != m.group(1):
             error += f"\n(the undefined symbol is `{name}`)"
-    return None, _clip(error, MESSAGE_LIMIT) or f"exit status {out.returncode}"
+    return None, clip(error, MESSAGE_LIMIT, keep="tail") or f"exit status {out.returncode}"
 
 
 def _compile(candidate, device: str, as_json: bool) -> int:
@@ -343,16 +344,12 @@ def compiler_summary(log: str) -> str:
                     break
                 errors.append(nxt)
     if not errors:
-        return "compiler output:\n" + _clip("\n".join(lines), LOG_LIMIT)
+        return "compiler output:\n" + clip("\n".join(lines), LOG_LIMIT, keep="tail")
     return ("errors:\n" + "\n".join(errors) + "\n\ncompiler output (tail):\n"
-            + _clip("\n".join(lines), LOG_LIMIT // 2))
+            + clip("\n".join(lines), LOG_LIMIT // 2, keep="tail"))
 
 
 # --- verify / profile ------------------------------------------------------------------------------
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "[... cut ...]\n" + text[-limit:]
-
 
 def _trial_summary(res) -> str:
     ran = [t for t in res.trials if "skipped" not in t]
@@ -381,11 +378,11 @@ def _failure_lines(res) -> list[str]:
     out: list[str] = []
     for r in res.failures:
         out.append(f"[{r.code.value}] " + (compiler_summary(r.message) if r.code.value == "compile_error"
-                                            else _clip(r.message.strip(), MESSAGE_LIMIT)))
+                                            else clip(r.message.strip(), MESSAGE_LIMIT, keep="tail")))
     printed = res.candidate_output or {}
     text = ((printed.get("stdout") or "") + (printed.get("stderr") or "")).strip()
     if text:
-        out.append("your code printed (tail):\n" + _clip(text, OUTPUT_LIMIT))
+        out.append("your code printed (tail):\n" + clip(text, OUTPUT_LIMIT, keep="tail"))
     first = res.failures[0].code.value if res.failures else None
     if first in ("compile_error", "build_timeout"):
         out.append(f"next: {HINTS[first]}")
@@ -396,7 +393,7 @@ def _failure_lines(res) -> list[str]:
 
 
 def _notes(res) -> list[str]:
-    return [f"note [{r.code.value}]: {_clip(r.message.strip(), 600)}" for r in res.reasons
+    return [f"note [{r.code.value}]: {clip(r.message.strip(), 600, keep='tail')}" for r in res.reasons
             if not r.is_failure and r.code.value != "timing_skipped"]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from cuda_agent.evaluate.guard import NAMESPACES, namespace_objects, resolve
 from cuda_agent.evaluate.result import Code
+from cuda_agent.text import clip
 
 ILLEGAL_ADDRESS_ERRORS = {700, 716, 717, 718, 719}  # cudaErrorIllegalAddress ... cudaErrorLaunchFailure
 CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation: the runtime's own out of memory (not the caching allocator's)
@@ -35,7 +36,7 @@ class Failure(Exception):
 def trace(exc: BaseException, limit: int = 6000) -> str:
     """The whole traceback of `exc` (its tail when long): for failures of the task's or our code."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+    return clip(text, limit, keep="tail")
 
 
 def candidate_trace(exc: BaseException, root: str | os.PathLike, limit: int = 6000) -> str:
@@ -74,7 +75,7 @@ def candidate_trace(exc: BaseException, root: str | os.PathLike, limit: int = 60
     if cause is not None:
         lines.append("caused by: " + "".join(traceback.format_exception_only(type(cause), cause)).rstrip())
     text = "\n".join(lines)
-    return text if len(text) <= limit else text[:limit // 2] + "\n[...]\n" + text[-limit // 2:]
+    return clip(text, limit)
 
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # cuda_agent/
