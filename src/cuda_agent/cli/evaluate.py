@@ -1,5 +1,5 @@
-"""`eval`, `examples`, `baselines`, `init-workspace`, `workspace`: one evaluation, the bundled
-examples, a task set's baselines, and the agent's workspace."""
+"""`eval`, `baselines`, `init-workspace`, `workspace`: one evaluation, a task set's baselines, and
+the agent's workspace. (The bundled examples are a task set of `bench`: `cuda-agent bench examples`.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from cuda_agent.cli.common import EXIT_USAGE, console, fmt_ms, fmt_x, print_erro
 from cuda_agent.cli.options import (add_eval_options, add_level_option, add_service_option, eval_config, load_tasks,
                                     positive, service_client)
 from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES
-from cuda_agent.examples import FORMS
 from cuda_agent.workspace.commands import COMMANDS
 
 
@@ -148,47 +147,6 @@ def one_after_another(config, count: int) -> Iterator[Callable]:
         yield ev.evaluate
 
 
-def cmd_examples(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from cuda_agent.evaluate import load_candidate
-    from cuda_agent.evaluate.device import resolve_device
-    from cuda_agent.examples import get_example, list_examples
-    from cuda_agent.tasks import load_task
-
-    config = eval_config(args)
-    device = resolve_device(config.device)
-    config.device = device
-    examples = [get_example(n) for n in args.only] if args.only else list_examples()
-    jobs = [(ex, form, path) for ex in examples for form, path in ex.candidates(device).items()
-            if args.form in (None, form)]
-    results = []
-    with stdout_reserved(args.json), progress_bar(console(stderr=True)) as progress, \
-            one_after_another(config, len(jobs)) as evaluate:
-        bar = progress.add_task(f"evaluating bundled examples on {device}", total=len(jobs))
-        for ex, form, path in jobs:
-            progress.update(bar, description=f"{ex.name} ({form})")
-            res = evaluate(load_task(ex.task), load_candidate(path))
-            results.append((ex, form, res))
-            progress.advance(bar)
-    if args.json:
-        print(json.dumps({"device": device, "results": [
-            {"example": ex.name, "form": form, **res.to_json()} for ex, form, res in results]}))
-        return 0
-    table = Table(title=f"bundled examples on {device}", title_justify="left")
-    for col in ("example", "form", "correct", "reward", "eager ms", "compile ms", "candidate ms",
-                "vs eager", "vs compile", "eval s", "reasons"):
-        table.add_column(col)
-    for ex, form, r in results:
-        table.add_row(ex.name, form, str(r.correct), str(r.reward), fmt_ms(r.times_ms["eager"]),
-                      fmt_ms(r.times_ms["compile"]), fmt_ms(r.times_ms["candidate"]),
-                      fmt_x(r.speedup_eager), fmt_x(r.speedup_compile),
-                      f"{r.phases_s.get('total', 0):.1f}",
-                      ", ".join(x.code.value for x in r.reasons) or "-")
-    console().print(table)
-    return 0
-
-
 def cmd_baselines(args: argparse.Namespace) -> int:
     """Measure (or read from the cache) every task's eager and compile baselines; print them with a
     self-check (the reference timed as a candidate: 1.00x when timing is fair); with --out, write
@@ -254,7 +212,7 @@ def _stats_json(st) -> dict[str, Any] | None:
 
 
 def add_parsers(sub) -> None:
-    """eval, init-workspace, workspace, examples, baselines."""
+    """eval, init-workspace, workspace, baselines."""
     p = sub.add_parser("eval", help="evaluate one candidate on one task",
                        description="Build, verify and time CANDIDATE against TASK and print the verdict "
                        "and the milestone reward. Exit 0 whenever the evaluation completed.",
@@ -305,15 +263,6 @@ def add_parsers(sub) -> None:
     p.add_argument("dir", nargs="?", default=".", help="workspace directory (default: .)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the command (--device, --json, --trials)")
     p.set_defaults(func=cmd_workspace)
-
-    p = sub.add_parser("examples", help="evaluate the bundled example kernels",
-                       description="Evaluate every bundled example task with its candidates for the "
-                       "device (single-file and workspace forms) and print a table.",
-                       epilog="example: cuda-agent examples --device cpu")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="evaluate only these examples")
-    p.add_argument("--form", choices=FORMS, default=None, help="only this candidate form")
-    add_eval_options(p)
-    p.set_defaults(func=cmd_examples)
 
     p = sub.add_parser("baselines", help="measure and cache the eager and compile baselines of a task set",
                        description="Measure every task's eager and torch.compile timings (once per task, "
