@@ -1,7 +1,6 @@
 """The GPUs' side of a timed run, for the benchmarks: SM clock, power draw and temperature sampled
 through NVML by a thread, with NVML's counters of the time the clocks were slowed, by reason. The
-evaluator benchmark's stability step (evaluator.py) and the stability diagnostics
-(diagnostics/timing_noise.py, diagnostics/stability_probe.py) all read the clocks through it.
+evaluator benchmark's stability step (evaluator.py) reads the clocks through it.
 
 Needs nvidia-ml-py (`import pynvml`): `GpuSampler` raises where it or NVML is missing, and
 `open_sampler` says so and returns None, so that a run goes on without the clocks.

@@ -2,7 +2,7 @@
 starter `init-workspace` writes), must be judged correct. Any other verdict is an evaluator bug
 (seen: the judge running out of memory on 1G-element outputs, before comparisons were chunked).
 
-    python benchmarks/kernelbench_selfcheck.py ../shared/kernelbench --max-elements 20000000 --device cpu
+    python benchmarks/kernelbench_selfcheck.py KernelBench/ --max-elements 20000000 --device cpu
 
 With --timing it is also the check of timing symmetry: the candidate is the reference itself, so
 its speedup over eager must come out at 1.00x, whatever the protocol costs (`examples` as the task

@@ -4,7 +4,7 @@ not count, by how many tasks use them. A task whose Model cannot be built on the
 reads a value with `.item()`, or imports a package missing here) is listed apart: the evaluator
 counts it on real inputs, where this check cannot.
 
-    python benchmarks/sol_counts.py ../shared/kernelbench --levels 1,2,3
+    python benchmarks/sol_counts.py KernelBench/ --levels 1,2,3
 """
 
 from __future__ import annotations

@@ -225,6 +225,29 @@ def test_every_function_the_tensor_header_lists_is_declared_by_it():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def _functions(obj: Path) -> dict[str, list[str]]:
+    """Each function `obj` defines (global, weak or local): its instructions, addresses left out,
+    with the symbols its relocations name (what it calls and loads)."""
+    defined = {parts[2] for parts in (line.split() for line in subprocess.run(
+        ["nm", "--defined-only", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines())
+        if len(parts) == 3 and parts[1] in "TtW" and not parts[2].startswith("_GLOBAL__sub_I_")}
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in subprocess.run(["objdump", "-dr", "--no-show-raw-insn", str(obj)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head or line.startswith("Disassembly of section"):
+            current = head.group(1) if head else None
+            if current:
+                out.setdefault(current, [])
+        elif current and line.strip():
+            line = re.sub(r"^\s*[0-9a-f]+:\s*", "", line)
+            line = re.sub(r"\.(rodata|LC)\S*", ".rodata", line)  # where the unit's strings landed
+            out[current].append(re.sub(r"[0-9a-f]+ <[^>]*>", "<jump>", line))
+    return {name: code for name, code in out.items() if name in defined}
+
+
+
 def test_a_unit_that_compiles_with_the_tensor_header_calls_what_it_calls_with_the_full_one(tmp_path):
     """The same unit compiled (g++ -O0, no inlining) with the tensor header and with torch's own
     <torch/extension.h>: every function both objects define has the same instructions and calls the
@@ -234,10 +257,7 @@ def test_a_unit_that_compiles_with_the_tensor_header_calls_what_it_calls_with_th
         objects[name] = tmp_path / f"{name}.o"
         done = _gxx(TENSOR_API, shim, "-O0", "-c", "-o", str(objects[name]))
         assert done.returncode == 0, done.stderr[-2000:]
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "diagnostics"))
-    from tensor_header import functions  # the corpus diagnostic's comparison
-
-    tensor, full = functions(objects["tensor"]), functions(objects["full"])
+    tensor, full = _functions(objects["tensor"]), _functions(objects["full"])
     own = [n for n in tensor if "launch" in n]
     assert own and all(n in full for n in own)  # the unit's function and its dispatch lambdas
     common = sorted(set(tensor) & set(full))
