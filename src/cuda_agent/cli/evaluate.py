@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from cuda_agent.cli.common import EXIT_USAGE, console, fmt_ms, fmt_x, print_error, progress_bar, stdout_reserved
-from cuda_agent.cli.options import (add_eval_options, add_level_option, add_service_option, eval_config, load_tasks,
-                                    positive, service_client)
-from cuda_agent.evaluate.config import DEVICES, ISOLATION_MODES
+from cuda_agent.cli.options import (EVAL_FLAGS, add_config_options, add_eval_options, add_level_option,
+                                    add_service_option, config_kwargs, eval_config, load_tasks, positive,
+                                    service_client)
+from cuda_agent.evaluate.config import DEVICES, EvalConfig
 from cuda_agent.workspace.commands import COMMANDS
 
 
@@ -86,6 +87,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVICE_FLAGS = tuple(f for f in EVAL_FLAGS if f.field in ("device", "cache_dir", "isolation"))  # the service's own
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.evaluate import service
     from cuda_agent.evaluate.config import EvalConfig
@@ -105,8 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print_error("serve", exc)
             return EXIT_USAGE if args.stop else 1
         return 0
-    config = EvalConfig(device=args.device, isolation=args.isolation,
-                        **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
+    config = EvalConfig(**config_kwargs(args, SERVICE_FLAGS))
     try:
         service.serve(config, path, jobs=args.jobs, idle_exit_s=args.idle_exit)
     except service.ServiceError as exc:
@@ -229,17 +232,12 @@ def add_parsers(sub) -> None:
                        "(their --service option). It listens on a Unix socket only its user can reach, and "
                        "stops on SIGTERM, Ctrl-C, --stop, or after --idle-exit seconds without work.",
                        epilog="example: cuda-agent serve --device cuda &  then  cuda-agent eval task.py cand.py")
-    p.add_argument("--device", choices=DEVICES, default="auto", help="backend of every evaluation (default: auto)")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="build and baseline cache (default: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent)")
+    add_config_options(p, EvalConfig, SERVICE_FLAGS, {"isolation": "required"})
     p.add_argument("--jobs", type=positive(int), default=None,
                    help="evaluations at once (default: 2 per GPU, 2 on the CPU backend)")
     p.add_argument("--socket", type=Path, default=None,
                    help="the socket (default: $CUDA_AGENT_SOCKET, else $XDG_RUNTIME_DIR/cuda-agent/service.sock, "
                    "else /tmp/cuda-agent-UID/service.sock)")
-    p.add_argument("--isolation", choices=ISOLATION_MODES, default="required",
-                   help="candidates in an operating-system sandbox: `required` (default: refuse to start "
-                   "where the machine cannot make one), `auto` (warn and run without), `off`")
     p.add_argument("--idle-exit", type=positive(float), default=None, metavar="S",
                    help="exit after S seconds without work (default: never)")
     p.add_argument("--stop", action="store_true", help="stop the running service and exit")
