@@ -2,11 +2,11 @@
 
 The key covers everything that changes the binary: the sources (the candidate's kernels and our fixed
 binding files), the flags, the compiler, torch, Python and the target architecture. A hit costs a
-hash and a stat; a miss compiles in a child process (`python -m cuda_agent.evaluate.build`) under a
-wall-clock limit (`python -m cuda_agent.evaluate.build_child`), into a private directory that is
-renamed into the cache only when the build succeeded, so concurrent builds of the same key never see
-half-written files. A compile error is cached too (`<key>.failed`): the same sources fail the same
-way, and an agent re-running verify after a failed compile should not wait for the compiler again.
+hash and a stat; a miss compiles in a child process (`python -m cuda_agent.evaluate.build_child`)
+under a wall-clock limit, into a private directory that is renamed into the cache only when the
+build succeeded, so concurrent builds of the same key never see half-written files. A compile error
+is cached too (`<key>.failed`): the same sources fail the same way, and an agent re-running verify
+after a failed compile should not wait for the compiler again.
 
 A miss builds where the same workspace built last (`builds/incremental/<slot>`, one per workspace
 folder and toolchain), so that ninja compiles again only the units whose source changed: an agent
@@ -18,11 +18,12 @@ compiled unit) or a build that was killed clears the slot's objects. A slot in u
 is not waited for: that build then runs in a fresh folder, as every build did before.
 
 Our fixed binding.cpp (the module's entry point: pybind11 and the registry, no candidate code) is
-compiled once per toolchain into `builds/binding/<key>/binding.o`, and every workspace build links that
-object instead of compiling the file again: pybind11's headers cost a first build 8-15 s of one core,
-and each rollout of an RL run starts from a fresh workspace. It is compiled outside any sandbox (no
-candidate source takes part, and the sandboxed builds read it from the cache's read-only view); where
-it does not build, each workspace build compiles binding.cpp itself, as before.
+compiled once per toolchain into `builds/binding/<key>/binding.o`, and every workspace build links
+that object instead of compiling the file again: pybind11's headers make it a slow compile, paid by
+every fresh workspace's first build (docs/measured/2026-12-07-figures-from-the-code.md), and each
+rollout of an RL run starts from a fresh workspace. It is compiled outside any sandbox (no candidate
+source takes part, and the sandboxed builds read it from the cache's read-only view); where it does
+not build, each workspace build compiles binding.cpp itself, as before.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Comparing a candidate's outputs with the reference's. Runs only in the judge's process."""
+"""Comparing a candidate's outputs with the reference's: `compare` runs only in the judge's process.
+
+`same_bits` also runs in the runners' processes, the candidate's among them (worker/runner.py:
+`StreamCheck`, which compares an output's snapshot at return with the output after the synchronize):
+there it serves a check that runs inside the process the candidate controls, as guard.py's do."""
 
 from __future__ import annotations
 

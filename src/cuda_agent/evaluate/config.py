@@ -114,9 +114,9 @@ class EvalConfig:
     compile (worker/light_nvcc.py): nvcc then parses a fraction of libtorch instead of all of it."""
     inline_tensor_header: bool = True
     """With `inline_light_headers`: try a lighter header still first (worker/tensor_headers: at::Tensor,
-    options, dispatch and torch's factories; nvcc's front end about 8 s per unit against 12 s with
-    torch/types.h on the 2-core machine, a CUDA unit 15.5 s against 26.6 s on an H100 machine; the
-    same code on the corpus units checked, instruction by instruction). Off: units go to
+    options, dispatch and torch's factories, without ATen's other operators): nvcc takes about a third
+    less time on a unit with it than with torch/types.h, and it gave the same code on the corpus units
+    checked, instruction by instruction (docs/measured/2026-12-04-fresh-h200.md). Off: units go to
     torch/types.h first."""
     stream_check: bool = True
     """CUDA: in the correctness trials, check that each output is complete on the caller's current
@@ -150,7 +150,8 @@ class EvalConfig:
     """CUDA, with a pool of warm workers (`Evaluator`): besides its CUDA context, each spare makes
     its timer's buffers, initialises cuBLAS and leaves a 256 MiB segment in torch's cache before an
     evaluation takes it, so that these driver calls happen off the evaluation's path (each spare
-    then holds about 0.4 GiB of device memory)."""
+    then holds that segment as well as its context while idle; what one held:
+    docs/measured/2026-12-07-figures-from-the-code.md)."""
     isolation: str = "auto"
     """The candidate's process and its builds in an operating-system sandbox (bubblewrap: no
     network, the file system read-only but its own folders, the evaluator's cache and the home

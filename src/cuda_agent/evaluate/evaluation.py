@@ -263,7 +263,9 @@ class Evaluation:
             live.append((trial, slot))
         if not live:
             return {}, 0.0
-        cand.call("ping", self.left())  # a process woken from sleep answers ~0.1 ms later
+        # Wake the process first: one woken from sleep answers late, which would count in `run`'s wall
+        # time (docs/measured/2026-12-07-figures-from-the-code.md).
+        cand.call("ping", self.left())
         w0 = time.perf_counter()
         ran = cand.call("run", self.left(), keys=[slot for _, slot in live], guarded=guarded)
         wall = (time.perf_counter() - w0) * 1e3

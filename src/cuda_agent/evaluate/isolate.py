@@ -155,8 +155,8 @@ def candidate_env(tmp: Path) -> dict[str, str]:
     candidate's own (under `tmp`), never shared with other candidates nor read from the user's home.
     So is the header Inductor precompiles for its C++ kernels (under the temporary folder, `tmp`),
     which would be built for this one process: that costs more than the kernels of one model save
-    with it (a fresh process compiling one graph on the CPU: 29 s of CPU with it, 20 s without),
-    so it is not made. The kernels compiled are the same."""
+    with it (docs/measured/2026-12-07-ci-durations.md, "Fourth session"), so it is not made. The
+    kernels compiled are the same."""
     return {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp / "torchinductor"),
             "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0", "TRITON_CACHE_DIR": str(tmp / "triton")}
 

@@ -197,8 +197,8 @@ class MemoryLedger:
     order they began to wait. So the largest jobs run one after another once what was admitted
     before them ends, instead of each waiting for a moment when a stream of smaller ones leaves
     nothing promised. Smaller jobs are not queued: in order of arrival, each large job between two
-    small ones would empty the GPU (`benchmarks/diagnostics/admission_replay.py` compares the
-    policies on a measured batch; docs/measured/2026-12-04-fresh-h200.md has the figures)."""
+    small ones would empty the GPU (a measured batch replayed through each policy:
+    docs/measured/2026-12-04-fresh-h200.md, "The ledger now queues them")."""
 
     POLL_S = 0.1
     WAITING = "waiting|"  # key prefix of a queued job: WAITING + ns + "|" + holder

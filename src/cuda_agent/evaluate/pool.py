@@ -183,11 +183,12 @@ class WarmPool:
 
     @contextlib.contextmanager
     def lean(self):
-        """For an evaluation that needs more device memory than the GPU has beside the pool (on an
-        80 GB GPU, a task of 35-49 GB beside 34 spares): the spares and kept judges that are idle
+        """For an evaluation that needs more device memory than the GPU has beside the pool (a large
+        task on a GPU whose warm pool holds much of its memory:
+        docs/measured/2026-12-04-fresh-h200.md, call 7): the spares and kept judges that are idle
         are closed, their processes gone (each holds a CUDA context, a kept judge also torch's
-        cached memory), and none start or are kept until the last such evaluation ends; meanwhile
-        an evaluation's workers start cold. Then the pool fills again."""
+        cached memory), and none start or are kept until the last such evaluation ends; meanwhile an
+        evaluation's workers start cold. Then the pool fills again."""
         with self.lock:
             self._lean += 1
             idle, self.spares, self.judges = self.spares + self.judges, [], []

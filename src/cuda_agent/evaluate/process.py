@@ -334,10 +334,11 @@ def close_all(workers: list[Worker], lock: DeviceLock | None,
     memory it was admitted with, which its processes hold until they exit.
 
     Each worker is asked to exit; it closes its stdout and stderr before it exits (worker/serve.py),
-    so the output is whole before its CUDA context goes, which takes ~0.2 s on an H200. Then every
-    process group is killed (whatever the candidate started goes too), and the returned thread goes
-    on to reap the processes. All of it holds the device lock shared (contexts are not destroyed
-    during someone's timing). Join the thread, or `wait_teardowns`, to know the processes gone."""
+    so the output is whole before its CUDA context goes, the slow part of an exit
+    (docs/measured/2026-11-30-speed-h200-x2.md, "Background teardown"). Then every process group is
+    killed (whatever the candidate started goes too), and the returned thread goes on to reap the
+    processes. All of it holds the device lock shared (contexts are not destroyed during someone's
+    timing). Join the thread, or `wait_teardowns`, to know the processes gone."""
     collected = threading.Event()
 
     def run() -> None:

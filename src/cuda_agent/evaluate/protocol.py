@@ -106,18 +106,18 @@ def timing_check(claimed: list[float], walls: list[float], trusted: TimeStats, d
     the same code in every process, so its median is measured on trusted commands the judge runs
     beside each of the candidate's (`probe`: the same timed calls, of nothing). A candidate that
     under-reports its calls (a patched clock, work left running past the synchronize) shows a larger
-    overhead than the trusted one. Honest candidates are not identical to it either (on an H200 they
-    showed up to 0.14 ms more), so the tolerance is a floor (0.2 ms on CUDA; 1 ms on the CPU
-    backend, where the processes and their OpenMP threads share a few cores) plus 10% of the claimed
-    median (25% on the CPU backend, where the cache flush after a real call writes back the data it
-    dirtied, which the probes' calls of nothing do not) plus twice the spread of the trusted
-    overhead plus a share of that overhead: a quarter on CUDA, half on the CPU backend, whose
-    overhead is mostly the flush of the last-level cache, a write of twice its size that runs
-    slower in one process than in another (an honest elementwise candidate's flushes, in its
-    process, took 0.66 ms more than the judge's 2.8 ms on the 2-core development machine). A
-    candidate flagged is measured again (`first_look` in the result) and convicted only when flagged
-    twice. It catches gross falsification; the identity checks of the clocks (guard.py) are the finer
-    defence.
+    overhead than the trusted one. Honest candidates are not identical to it either (they show a
+    small excess of their own: docs/measured/2026-11-30-hardening.md), so the tolerance
+    (`TIMING_TOLERANCE`) is a floor (0.2 ms on CUDA; 1 ms on the CPU backend, where the processes
+    and their OpenMP threads share a few cores) plus 10% of the claimed median (25% on the CPU
+    backend, where the cache flush after a real call writes back the data it dirtied, which the
+    probes' calls of nothing do not) plus twice the spread of the trusted overhead plus a share of
+    that overhead: a quarter on CUDA, half on the CPU backend, whose overhead is mostly the flush of
+    the last-level cache, a write of twice its size that runs slower in one process than in another
+    (an honest elementwise candidate's flushes ran slower in its process than the judge's:
+    docs/measured/2026-12-04-fresh-h200.md, "the CPU backend's timing check"). A candidate flagged
+    is measured again (`first_look` in the result) and convicted only when flagged twice. It catches
+    gross falsification; the identity checks of the clocks (guard.py) are the finer defence.
     """
     mine = TimeStats.of([w - c for w, c in zip(walls, claimed)]).median
     claim = TimeStats.of(claimed).median

@@ -82,15 +82,15 @@ class Timer:
 
     def touch(self, spin: bool = True) -> None:
         """Run some tensor-core work and wait for it, right before a timed call. Two processes share
-        the GPU by time slices; without this, the switch to this process's context (~0.15 ms on an
-        H200) would land inside the timed call, and the clocks might not be up. Skipping it only
-        makes one's own call slower.
+        the GPU by time slices; without this, the switch to this process's context (long beside a
+        short kernel) would land inside the timed call, and the clocks might not be up. Skipping it
+        only makes one's own call slower.
 
-        `bf16` (the default): two bf16 2048x2048 products, ~0.05 ms on an H200, whose cost no
-        precision setting of the process changes (a candidate may switch TF32 on), so the judge's
-        trusted overhead stays comparable with the candidate's. `tf32`: four TF32 1024x1024
-        products of random values (TF32 forced for them, `tf32_matmul`): a warm-up of the kind
-        that TF32 matmul tasks run."""
+        `bf16` (the default): two bf16 2048x2048 products (their time, and the switch's:
+        docs/measured/2026-12-07-figures-from-the-code.md), whose cost no precision setting of the
+        process changes (a candidate may switch TF32 on), so the judge's trusted overhead stays
+        comparable with the candidate's. `tf32`: four TF32 1024x1024 products of random values (TF32
+        forced for them, `tf32_matmul`): a warm-up of the kind that TF32 matmul tasks run."""
         if self._spin is None:
             return
         if self.touch_kind == "bf16":

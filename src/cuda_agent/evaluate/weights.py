@@ -1,5 +1,6 @@
 """The reference's learned state, re-drawn at random, and where it goes in ModelNew (DESIGN section 3,
-"Weights"). Runs only in the judge's process.
+"Weights"). The judge's process re-draws and matches; the runners' processes, the candidate's among
+them, call only `distinct` (worker/runner.py), to list their model's state each tensor once.
 
 At default init several learned tensors are constants: LayerNorm's and BatchNorm's affine are ones
 and zeros, BatchNorm's running statistics zeros and ones, PReLU's slope 0.25, many biases zeros. A

@@ -38,7 +38,7 @@ from cuda_agent.evaluate.locks import proc_stat
 
 MAX_REQUEST = 1 << 16
 REPORT_GRACE_S = 5.0  # a reaped child's exit code reaches the harness within milliseconds on an idle host;
-# on a loaded one (16 evaluations building and running on 16 cores) the zygote may not be scheduled for a while
+# on a loaded one (an evaluation building or running on every core) the zygote may not be scheduled for a while
 
 
 # --- the zygote process ----------------------------------------------------------------------------

@@ -29,10 +29,10 @@ lock that a killed build left (torch waits for that file without end).
 A CUDA unit that includes <torch/extension.h> is compiled by `light_nvcc.py` (the ninja file's
 nvcc): first (unless `EvalConfig.inline_tensor_header` is off) with at::Tensor and torch's factory
 functions in that header's place; then, or where that does not compile, with torch's tensor API
-(<torch/types.h>: about 2.5 times faster through nvcc than the full header); then as written (that
-module's docstring). Each compile runs nvcc's host and device front ends side by side
-(`nvcc_stages.py`), and with precompiled headers on, nvcc's final host compile reads the unit's
-headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
+(<torch/types.h>, far lighter for nvcc than the full header); then as written (that module's
+docstring says why, and where the figures are). Each compile runs nvcc's host and device front
+ends side by side (`nvcc_stages.py`), and with precompiled headers on, nvcc's final host compile
+reads the unit's headers from one (`nvcc_pch.py`, kept in `<pch>-nvcc/`).
 
 The candidate's sources, flags and compiler stay its own; torch's own `use_pch` option (which
 rebuilds a header inside torch's install, and which every call without it deletes) is not used.
@@ -60,7 +60,8 @@ HEADER = "torch_ext.h"
 LIGHT_NVCC = Path(__file__).with_name("light_nvcc.py")
 LIGHT_HEADERS = Path(__file__).with_name("light_headers")
 TENSOR_HEADERS = Path(__file__).with_name("tensor_headers")
-KEEP = 4  # precompiled headers kept (each about 0.8 GB), the least recently used removed first
+KEEP = 4  # precompiled headers kept (one per set of host flags, each several hundred MB: their size in
+# docs/measured/2026-12-07-figures-from-the-code.md), the least recently used removed first
 _pending: list[nvcc_pch.Building] = []
 _lock = threading.Lock()
 _remote: Callable[..., dict[str, Any]] | None = None  # a sandboxed runner's builds go to the harness

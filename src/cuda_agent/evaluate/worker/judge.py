@@ -283,7 +283,8 @@ class Judge:
     def after_command(self) -> None:
         """After each command, its frame gone (serve.py): give back to the driver what torch's cache
         holds beyond `JUDGE_RESERVED_MAX`. A large task's inputs, made, stressed and compared, leave
-        copies' worth of freed blocks there (an 8 GiB input: 54 GiB) that the candidate and baseline
+        copies' worth of freed blocks there (several times the input's size:
+        docs/measured/2026-12-06-dumps.md, "CUDA-L1 re-judged") that the candidate and baseline
         runners need next, or a task that fits the GPU runs short even alone. (The peak still counts
         for admission: serve's `memory`.) A device error here shows in the next command."""
         import torch

@@ -5,24 +5,25 @@
 Most model-written CUDA sources include <torch/extension.h> for `torch::Tensor` and a few factory
 functions. That header is all of libtorch's C++ frontend and Python/pybind11, and nvcc parses
 whatever a unit includes three times in a row (its front end, the device compiler, the host
-compiler): on an H200 machine about 55 s for a one-kernel unit, against about 20 s with torch's
-tensor API alone (<torch/types.h>, which torch/extension.h includes too).
+compiler): a one-kernel unit with it takes nvcc more than twice as long as with torch's tensor API
+alone (<torch/types.h>, which torch/extension.h includes too; docs/measured/2026-12-04-fresh-h200.md,
+"a light torch/extension.h for candidates' CUDA units").
 
 So a unit whose source includes <torch/extension.h> is compiled first with `-I SHIM` ahead of every
 other include folder, for each folder SHIM of SHIM_DIRS (`os.pathsep`-separated) in turn, until one
-compiles: `tensor_headers` where the evaluator names it (at::Tensor, its methods and torch's factory functions, without ATen's
-other operators: on the 2-core machine a unit's nvcc takes 9.0 CPU-s with it against 13.6 with
-<torch/types.h>), then `light_headers` (<torch/types.h>). A folder with a `CALLS` file is skipped
-for a unit that calls a torch function qualified (`torch::matmul(`) that the file does not list:
-that compile could only fail, and a failed one costs about what a successful one does. The
-source, its line numbers and every flag stay the candidate's own; a unit that compiles so uses
-nothing beyond what that header declares, and the headers it gets are a subset of those it asked
-for. A unit that compiles with none (it uses `torch::nn`, a name only the full header brings in, or
-it has an error of its own) is compiled again exactly as written, and only that compile's output
-and exit status are what the build sees. A unit that binds itself to Python (`PYBIND11_MODULE`,
-`py::`: extensions built with `load` or with `load_inline(functions=None)`) is compiled as written
-at once: no header of ours declares pybind11. A unit without <torch/extension.h> is
-compiled as written.
+compiles: `tensor_headers` where the evaluator names it (at::Tensor, its methods and torch's factory
+functions, without ATen's other operators: a unit's nvcc takes about a third less CPU time with it
+than with <torch/types.h>; the same file, "a lighter torch/extension.h first"), then `light_headers`
+(<torch/types.h>). A folder with a `CALLS` file is skipped for a unit that calls a torch function
+qualified (`torch::matmul(`) that the file does not list: that compile could only fail, and a failed
+one costs about what a successful one does. The source, its line numbers and every flag stay the
+candidate's own; a unit that compiles so uses nothing beyond what that header declares, and the
+headers it gets are a subset of those it asked for. A unit that compiles with none (it uses
+`torch::nn`, a name only the full header brings in, or it has an error of its own) is compiled again
+exactly as written, and only that compile's output and exit status are what the build sees. A unit
+that binds itself to Python (`PYBIND11_MODULE`, `py::`: extensions built with `load` or with
+`load_inline(functions=None)`) is compiled as written at once: no header of ours declares pybind11.
+A unit without <torch/extension.h> is compiled as written.
 
 Each compile runs nvcc's host and device front ends side by side where it can (`nvcc_stages.py`),
 and with `--pch DIR`, the final host compile of a unit that is its build's only CUDA unit (the

@@ -2,14 +2,15 @@
 
 nvcc's last step compiles cudafe++'s output (`X.cudafe1.cpp`) with the host compiler: the unit's
 headers, preprocessed, then the unit's own code, then the stub and the fatbinary. For a unit that
-includes torch's headers that is about 400,000 lines, the same in every such unit up to the unit's
-first line of its own, and parsing them is most of the step (2-core machine, <torch/types.h>: 5.3 s
-of gcc, 1.6 s with the headers precompiled). So that text (the prefix: everything before the first
-line that cudafe++ attributes to the unit's own source) is compiled once into a gcc precompiled
-header, kept under `pch_dir/<key>/` where the key is a digest of the prefix, the compile's flags and
-the compiler; the final compile then reads the header's parsed state and the unit's own code.
-A header is built the second time its prefix is seen (a marker `<key>.seen` records the first), so
-that a set of includes that one candidate alone uses costs no header.
+includes torch's headers that is hundreds of thousands of lines, the same in every such unit up to
+the unit's first line of its own, and parsing them is most of the step: with the headers precompiled
+the step takes under a third of its time (docs/measured/2026-12-04-fresh-h200.md, "nvcc's final host
+compile with a precompiled header"). So that text (the prefix: everything before the first line that
+cudafe++ attributes to the unit's own source) is compiled once into a gcc precompiled header, kept
+under `pch_dir/<key>/` where the key is a digest of the prefix, the compile's flags and the
+compiler; the final compile then reads the header's parsed state and the unit's own code. A header
+is built the second time its prefix is seen (a marker `<key>.seen` records the first), so that a set
+of includes that one candidate alone uses costs no header.
 
 The header's text is the prefix verbatim but for one name. cudafe++ spells each anonymous namespace
 as a named one, `_GLOBAL__N__<module id>`, which differs from unit to unit, and the stub names
@@ -49,11 +50,12 @@ from pathlib import Path
 
 HEADER = "prefix.h"
 MIN_PREFIX_BYTES = 4 << 20  # below this the header's loading costs about what it saves
-KEEP = 8  # headers kept (about 0.3 GB each with the tensor header, 0.4 GB with torch/types.h), the
-# least recently used removed first: of the corpus's 700 CUDA sources, the 478 whose includes
-# preprocess on the 2-core machine (it lacks cuBLAS's headers) make 6 distinct prefixes with
-# torch/types.h, the three most common 99% of them; with the tensor header on (light_nvcc.py), most
-# units compile with it and about one in ten with torch/types.h, so both sets of prefixes recur
+KEEP = 8  # headers kept (each a few hundred MB), the least recently used removed first: the corpus's
+# CUDA sources make a few distinct prefixes with one light header, a handful of them nearly every unit;
+# with the tensor header on (light_nvcc.py) units compile with it or with torch/types.h, so both sets
+# of prefixes recur and KEEP holds both (the counts: docs/measured/2026-12-04-fresh-h200.md, "nvcc's
+# final host compile with a precompiled header"; the sizes and the share of each header:
+# docs/measured/2026-12-07-figures-from-the-code.md)
 SEEN_KEPT = 256  # markers of prefixes seen once
 BUILD_TIMEOUT_S = 300.0
 FAILED_WAIT_S = 3600.0  # a header whose build failed is not tried again for this long

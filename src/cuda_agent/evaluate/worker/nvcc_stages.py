@@ -6,14 +6,14 @@ nvcc compiles a `.cu` file in two chains that run one after the other:
     device: gcc -E (device) -> cicc (front end and optimiser) -> ptxas -> fatbinary
     then:   gcc -c of cudafe++'s output, which includes cicc's stub and the fatbinary
 
-For a unit that includes torch's headers both front ends parse all of them: on the 2-core machine,
-for a one-kernel unit with <torch/types.h>, cudafe++ 11.6 s, cicc 7.8 s, the final host compile
-5.9 s, the two preprocessings 1.2 s each (27.7 s in all). The chains share one thing only, the
-module id (a name derived from the source, which cudafe++ writes and cicc reads), and cicc can
-derive it itself (`--gen_module_id_file`). So `compile` asks nvcc for its commands (`--dryrun
---keep`), runs the chains at once with cicc deriving its own module id, checks that both ids are the
-same, then runs the final host compile: the unit's critical path becomes the host chain and the
-final compile (18.2 s of the 27.7 s above), on two cores instead of one.
+For a unit that includes torch's headers both front ends parse all of them, and the two front ends
+are most of nvcc's time (each step's time: docs/measured/2026-12-04-fresh-h200.md, "nvcc's front
+ends side by side"). The chains share one thing only, the module id (a name derived from the
+source, which cudafe++ writes and cicc reads), and cicc can derive it itself
+(`--gen_module_id_file`). So `compile` asks nvcc for its commands (`--dryrun --keep`), runs the
+chains at once with cicc deriving its own module id, checks that both ids are the same, then runs
+the final host compile: the unit's critical path becomes the host chain and the final compile, the
+device chain running beside the host chain on a second core.
 
 The commands are nvcc's own, in its order within each chain, with its environment; the object file
 is the one nvcc makes with `--keep` (byte for byte). What the build sees is what nvcc would show:

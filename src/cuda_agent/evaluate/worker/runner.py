@@ -246,7 +246,8 @@ class Runner:
 
 
 # Inline CUDA (jiterator, NVRTC) that keeps every thread slot of the GPU busy for `ns` nanoseconds
-# per element; jiterator's kernels take eight elements per thread (measured on an H200).
+# per element; jiterator's kernels take HOLD_ELEMENTS_PER_THREAD elements per thread (as seen on a GPU:
+# docs/measured/2026-12-07-figures-from-the-code.md).
 _HOLD_CODE = r"""
 template <typename T> T cuda_agent_hold(T x, T ns) {
   unsigned long long t0, t;
