@@ -275,6 +275,7 @@ import os, time
 if os.fork(): os._exit(0)
 os.setsid()
 if os.fork(): os._exit(0)
+open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "daemon-up-{pid}"), "w").close()  # it exists now
 t = time.time()
 while time.time() - t < 60:  # burn a core whenever the candidate is stopped (its baselines being timed)
     try:
@@ -297,6 +298,9 @@ def test_a_double_forked_process_is_hidden_work_and_stops_with_the_candidate(wor
     cached. And stopping the sandbox stops it too."""
     res = run(world, candidate(f'''
         subprocess.run([sys.executable, "-c", {DAEMON!r}.format(pid=os.getpid())])
+        up, t = os.path.join(os.environ.get("TMPDIR", "/tmp"), "daemon-up-%d" % os.getpid()), time.time()
+        while not os.path.exists(up) and time.time() - t < 30:  # `load` ends once the daemon runs
+            time.sleep(0.01)
         '''), timing=True)
     assert res.reward == -1 and [r.code.value for r in res.reasons] == ["hidden_work"], res.reasons
     assert "started by the candidate" in res.reasons[0].message and "after `load`" in res.reasons[0].message
