@@ -92,7 +92,6 @@ SERVICE_FLAGS = tuple(f for f in EVAL_FLAGS if f.field in ("device", "cache_dir"
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.evaluate import service
-    from cuda_agent.evaluate.config import EvalConfig
 
     path = args.socket or service.socket_path()
     if args.stop or args.status:
